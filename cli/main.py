@@ -1,0 +1,54 @@
+"""`keras-elmo`: command-line entry point.
+
+Every subcommand lives in its own module `cli/<name>.py`, which defines
+`add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (does the work and
+imports what it needs). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
+line on stderr and exit code 2, never a traceback.
+
+Example:
+    keras-elmo --help
+    keras-elmo data people-daily --out data/people_daily
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+#: Subcommands in the order `--help` lists them; each is the module `cli.<name>`.
+COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
+
+
+def build_parser():
+    """The argparse parser with every available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="keras-elmo",
+        description="Train, convert, export and use ELMo biLMs (TensorFlow 2 / Keras 3).")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"cli.{name}":
+                continue  # subcommand not part of this build
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Runs one subcommand; returns the process exit code."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, FileNotFoundError, OSError) as error:
+        print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"keras-elmo {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

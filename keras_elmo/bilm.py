@@ -1,0 +1,116 @@
+"""`BiLM`: the pretrained bidirectional language model of ELMo, as a functional Keras model."""
+
+import keras
+from keras import ops
+
+from keras_elmo.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo.options import BiLMOptions, as_options
+from keras_elmo.residual_bilstm import ResidualBiLSTM
+from keras_elmo.sentence_boundaries import (AddSentenceBoundaries, RemoveSentenceBoundaries,
+                                            token_mask)
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class BiLM(keras.Model):
+    """ELMo's biLM: char CNN token encoder + residual biLSTM -> `L + 1` representations.
+
+    The model adds `<S>` and `</S>` around each sentence itself and drops their positions
+    from the outputs. Layer 0 is the token encoding concatenated with itself `[x; x]`;
+    layer j is `[forward_j; backward_j]` (ELMO_SPEC.md section 4).
+
+    Args:
+        options: `BiLMOptions`, an options.json dict or a path to options.json.
+        stateful: bool, carry LSTM state across calls per batch row, as bilm-tf does
+            (False; see `ResidualBiLSTM`). `reset_states()` clears it.
+        max_batch_size: int, state rows kept when `stateful` (128).
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+
+    Call arguments:
+        char_ids: int32 `(batch, num_tokens, max_characters_per_token)` from
+            `keras_elmo.batch_to_ids` (no sentence boundaries; all-zero rows are padding).
+
+    Returns:
+        dict with `"layers"`: float32 `(batch, L + 1, num_tokens, 2 * projection_dim)`,
+        exactly zero past each sentence's end, and `"mask"`: bool `(batch, num_tokens)`.
+
+    Example:
+    >>> bilm = BiLM(BiLMOptions.tiny())
+    >>> out = bilm(keras_elmo.batch_to_ids([["The", "cat", "sat"], ["Hi"]]))
+    >>> out["layers"].shape, out["mask"].shape
+    (TensorShape([2, 3, 3, 16]), TensorShape([2, 3]))
+
+    To use the published weights:
+    >>> bilm = BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
+
+    Reference:
+    - [Peters et al., 2018](https://arxiv.org/abs/1802.05365).
+    """
+
+    def __init__(self, options, stateful=False, max_batch_size=128, **kwargs):
+        options = as_options(options)
+        # === Layers ===
+        token_embedder = CharCNNEmbedder.from_options(options, name="token_embedder")
+        contextual_encoder = ResidualBiLSTM.from_options(
+            options, stateful=stateful, max_batch_size=max_batch_size,
+            name="contextual_encoder")
+        add_boundaries = AddSentenceBoundaries(options.max_characters_per_token,
+                                               name="add_sentence_boundaries")
+        remove_boundaries = RemoveSentenceBoundaries(name="remove_sentence_boundaries")
+
+        # === Functional model ===
+        char_ids = keras.Input(shape=(None, options.max_characters_per_token),
+                               dtype="int32", name="char_ids")
+        framed = add_boundaries(char_ids)  # (batch, T + 2, chars)
+        framed_mask = token_mask(framed)  # (batch, T + 2)
+        tokens = token_embedder(framed)  # (batch, T + 2, P)
+        lstm_layers = contextual_encoder(tokens, mask=framed_mask)  # (batch, L, T + 2, 2P)
+        layer0 = ops.concatenate([tokens, tokens], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
+        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
+        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
+        mask = token_mask(char_ids)  # (batch, T)
+        super().__init__(inputs=char_ids, outputs={"layers": layers, "mask": mask}, **kwargs)
+
+        # === Config ===
+        self.options = options
+        self.stateful = bool(stateful)
+        self.max_batch_size = int(max_batch_size)
+        self.token_embedder = token_embedder
+        self.contextual_encoder = contextual_encoder
+
+    @classmethod
+    def from_weights(cls, options_file, weight_file, **kwargs):
+        """A `BiLM` with the weights of a published-layout `weights.hdf5`.
+
+        Args:
+            options_file: path to options.json (or a dict / `BiLMOptions`).
+            weight_file: path to weights.hdf5 in the bilm-tf / AllenNLP layout.
+            **kwargs: passed to the constructor (`stateful`, `name`, ...).
+        """
+        from keras_elmo import weight_file as weight_format
+
+        bilm = cls(options_file, **kwargs)
+        weight_format.load_bilm_weights(bilm, weight_file)
+        return bilm
+
+    @property
+    def num_output_layers(self):
+        """`L + 1`: the token layer and one per biLSTM layer."""
+        return self.options.num_layers + 1
+
+    @property
+    def output_dim(self):
+        """Size of every representation: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    def reset_states(self):
+        """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
+        self.contextual_encoder.reset_states()
+
+    def get_config(self):
+        return {"options": self.options.to_dict(), "stateful": self.stateful,
+                "max_batch_size": self.max_batch_size, "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,94 @@
+"""`LSTMProjectionCell`: one LSTM-with-projection layer of one direction (ELMO_SPEC.md section 3).
+
+The cell owns the weights and computes one time step; `ResidualBiLSTM` runs the loop.
+Weights are kept in Keras' gate order (i, f, c, o); `keras_elmo.weight_file` converts from
+and to the published order (i, j, f, o). Like the published files, `bias` does not hold the
+constant +1.0 forget bias: the step adds it, so a weight file round-trips bit for bit.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_elmo import constants
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class LSTMProjectionCell(keras.layers.Layer):
+    """An LSTM cell with a projection of its output and clipping, one step at a time.
+
+    ```
+    z = x W_x + h W_h + b               # gates i, f, c, o
+    c' = clip(sigmoid(z_f + 1.0) * c + sigmoid(z_i) * tanh(z_c), -cell_clip, cell_clip)
+    h' = clip((sigmoid(z_o) * tanh(c')) W_p, -proj_clip, proj_clip)
+    ```
+
+    Args:
+        units: int, memory cell size (`lstm.dim`, 4096 published).
+        projection_dim: int, size of the projected output `h` (512 published).
+        cell_clip: float or None, clip value of `c`.
+        proj_clip: float or None, clip value of `h`.
+        **kwargs: base layer arguments.
+
+    Call arguments (`step`):
+        input_gates: `(batch, 4 * units)`, this step's `x W_x + b` from `input_gates()`.
+        state: tuple `(h, c)` of shapes `(batch, projection_dim)` and `(batch, units)`.
+
+    Example:
+    >>> cell = LSTMProjectionCell(units=12, projection_dim=8)
+    >>> cell.build((None, 8))
+    >>> gates = cell.input_gates(np.ones((2, 8), "float32"))  # (2, 48)
+    >>> h, c = cell.step(gates, cell.zero_state(2))
+    >>> h.shape, c.shape
+    (TensorShape([2, 8]), TensorShape([2, 12]))
+    """
+
+    def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = int(units)
+        self.projection_dim = int(projection_dim)
+        self.cell_clip = None if cell_clip is None else float(cell_clip)
+        self.proj_clip = None if proj_clip is None else float(proj_clip)
+
+    def build(self, input_shape):
+        input_dim = int(input_shape[-1])
+        gate_dim = constants.NUM_GATES * self.units
+        self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, gate_dim),
+                                            initializer="glorot_uniform")
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(self.projection_dim, gate_dim),
+            initializer="glorot_uniform")
+        self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer="zeros")
+        self.projection_kernel = self.add_weight(
+            name="projection_kernel", shape=(self.units, self.projection_dim),
+            initializer="glorot_uniform")
+
+    def zero_state(self, batch_size):
+        """Zero `(h, c)` for `batch_size` rows."""
+        return (tf.zeros((batch_size, self.projection_dim), self.compute_dtype),
+                tf.zeros((batch_size, self.units), self.compute_dtype))
+
+    def input_gates(self, inputs):
+        """`x W_x + b` for all time steps at once: `(..., input_dim)` -> `(..., 4 * units)`."""
+        leading = tf.shape(inputs)[:-1]
+        flat = tf.reshape(inputs, (-1, inputs.shape[-1]))  # (N, input_dim)
+        gates = tf.matmul(flat, self.input_kernel) + self.bias  # (N, 4 * units)
+        return tf.reshape(gates, tf.concat([leading, [constants.NUM_GATES * self.units]], 0))
+
+    def step(self, input_gates, state):
+        """One step: returns the new `(h, c)`."""
+        h, c = state
+        z = input_gates + tf.matmul(h, self.recurrent_kernel)  # (batch, 4 * units)
+        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
+        c = tf.sigmoid(z_f + constants.FORGET_BIAS) * c + tf.sigmoid(z_i) * tf.tanh(z_c)
+        if self.cell_clip is not None:
+            c = tf.clip_by_value(c, -self.cell_clip, self.cell_clip)
+        h = tf.matmul(tf.sigmoid(z_o) * tf.tanh(c), self.projection_kernel)  # (batch, P)
+        if self.proj_clip is not None:
+            h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
+        return h, c
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units, projection_dim=self.projection_dim,
+                      cell_clip=self.cell_clip, proj_clip=self.proj_clip)
+        return config
