@@ -74,21 +74,65 @@ class LSTMProjectionCell(keras.layers.Layer):
         gates = tf.matmul(flat, self.input_kernel) + self.bias  # (N, 4 * units)
         return tf.reshape(gates, tf.concat([leading, [constants.NUM_GATES * self.units]], 0))
 
-    def step(self, input_gates, state):
-        """One step: returns the new `(h, c)`."""
+    def step(self, input_gates, state, kernels=None):
+        """One step: returns the new `(h, c)`.
+
+        `kernels` is `(recurrent_kernel, projection_kernel)` as tensors; a loop reads them
+        once and passes them to every step (the variables are read when it is None).
+        """
+        if kernels is None:
+            kernels = (tf.convert_to_tensor(self.recurrent_kernel),
+                       tf.convert_to_tensor(self.projection_kernel))
         h, c = state
-        z = input_gates + tf.matmul(h, self.recurrent_kernel)  # (batch, 4 * units)
-        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
-        c = tf.sigmoid(z_f + constants.FORGET_BIAS) * c + tf.sigmoid(z_i) * tf.tanh(z_c)
-        if self.cell_clip is not None:
-            c = tf.clip_by_value(c, -self.cell_clip, self.cell_clip)
-        h = tf.matmul(tf.sigmoid(z_o) * tf.tanh(c), self.projection_kernel)  # (batch, P)
-        if self.proj_clip is not None:
-            h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
-        return h, c
+        return lstm_projection_step(input_gates, h, c, kernels[0], kernels[1],
+                                    self.cell_clip, self.proj_clip)
 
     def get_config(self):
         config = super().get_config()
         config.update(units=self.units, projection_dim=self.projection_dim,
                       cell_clip=self.cell_clip, proj_clip=self.proj_clip)
         return config
+
+
+def _inside(x, clip):
+    """Where `clip_by_value(x, -clip, clip)` passes its gradient (1.0) or blocks it (0.0)."""
+    if clip is None:
+        return 1.0
+    return tf.cast(tf.logical_and(x >= -clip, x <= clip), x.dtype)
+
+
+def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel, cell_clip,
+                         proj_clip):
+    """The step of `LSTMProjectionCell` with a hand-written gradient.
+
+    Autodiff of the loop re-derives every gate; this backward pass reuses the gate
+    activations of the forward pass (measured about +44% training tokens/s on CPU,
+    TF_NOTES.md). Shapes: `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
+    `recurrent_kernel` `(P, 4U)`, `projection_kernel` `(U, P)` -> `(h', c')`.
+    """
+
+    @tf.custom_gradient
+    def step(gates_x, h, c, w_h, w_p):
+        z = gates_x + tf.matmul(h, w_h)  # (batch, 4U), gates i, f, c, o
+        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
+        i, f = tf.sigmoid(z_i), tf.sigmoid(z_f + constants.FORGET_BIAS)
+        g, o = tf.tanh(z_c), tf.sigmoid(z_o)
+        c_raw = f * c + i * g
+        c_new = c_raw if cell_clip is None else tf.clip_by_value(c_raw, -cell_clip, cell_clip)
+        t = tf.tanh(c_new)
+        m = o * t  # (batch, U)
+        h_raw = tf.matmul(m, w_p)  # (batch, P)
+        h_new = h_raw if proj_clip is None else tf.clip_by_value(h_raw, -proj_clip, proj_clip)
+
+        def grad(dh_new, dc_new):
+            dh_raw = dh_new * _inside(h_raw, proj_clip)
+            dm = tf.matmul(dh_raw, w_p, transpose_b=True)  # (batch, U)
+            dc_raw = (dc_new + dm * o * (1.0 - t * t)) * _inside(c_raw, cell_clip)
+            dz = tf.concat([dc_raw * g * i * (1.0 - i), dc_raw * c * f * (1.0 - f),
+                            dc_raw * i * (1.0 - g * g), dm * t * o * (1.0 - o)], axis=-1)
+            return (dz, tf.matmul(dz, w_h, transpose_b=True), dc_raw * f,
+                    tf.matmul(h, dz, transpose_a=True), tf.matmul(m, dh_raw, transpose_a=True))
+
+        return (h_new, c_new), grad
+
+    return step(input_gates, h, c, recurrent_kernel, projection_kernel)

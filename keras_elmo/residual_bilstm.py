@@ -199,11 +199,13 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
         g = tf.transpose(cell.input_gates(x), (1, 0, 2))  # (T, batch, 4 * units)
         gates.append(tf.TensorArray(g.dtype, size=num_steps).unstack(g))
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps) for _ in cells]
+    kernels = [(tf.convert_to_tensor(cell.recurrent_kernel),
+                tf.convert_to_tensor(cell.projection_kernel)) for cell in cells]
 
     def body(t, states, outputs):
         new_states, new_outputs = [], []
-        for cell, gate, state, out in zip(cells, gates, states, outputs):
-            h, c = cell.step(gate.read(t), state)
+        for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
+            h, c = cell.step(gate.read(t), state, kernel)
             new_outputs.append(out.write(t, h))
             if freeze_after_length:
                 running = (t < lengths)[:, tf.newaxis]  # (batch, 1)

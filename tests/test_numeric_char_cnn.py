@@ -1,0 +1,73 @@
+"""Token encoder (ELMO_SPEC.md section 2) of a loaded BiLM vs the numpy reference."""
+
+import numpy as np
+import pytest
+
+import numpy_reference as ref
+import weight_fixtures
+from keras_elmo.bilm import BiLM
+
+ATOL = 1e-5
+SENTENCES = [["The", "<S>", "naïve", "中文", "😀"], ["</S>", "x" * 60, "", "cat"]]
+
+VARIANTS = {
+    "relu_h0": dict(activation="relu", n_highway=0),
+    "relu_h1": dict(activation="relu", n_highway=1),
+    "relu_h2": dict(activation="relu", n_highway=2),
+    "tanh_h0": dict(activation="tanh", n_highway=0),
+    "tanh_h1": dict(activation="tanh", n_highway=1),
+    "tanh_h2": dict(activation="tanh", n_highway=2),
+    # Total filters == projection_dim: the file has no CNN_proj.
+    "no_projection": dict(activation="relu", n_highway=1, filters=((1, 4), (2, 4))),
+    "no_projection_no_highway": dict(activation="tanh", n_highway=0, filters=((1, 3), (3, 5))),
+}
+
+
+def _load(tmp_path, options, seed, **scales):
+    arrays = weight_fixtures.random_weight_arrays(options, seed=seed, **scales)
+    options_file, weight_file = weight_fixtures.write_model_dir(str(tmp_path), options, arrays)
+    return BiLM.from_weights(options_file, weight_file), arrays
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_token_embedder_matches_reference(tmp_path, name):
+    options = weight_fixtures.make_options(**VARIANTS[name])
+    bilm, arrays = _load(tmp_path, options, seed=1)
+    if "no_projection" in name:
+        assert not any(k.startswith("CNN_proj") for k in arrays)
+    if options["char_cnn"]["n_highway"] == 0:
+        assert not any(k.startswith("CNN_high") for k in arrays)
+    char_ids = ref.batch_char_ids(SENTENCES)  # (2, 5, 50)
+    got = np.asarray(bilm.token_embedder(char_ids))
+    expected = ref.char_cnn(arrays, options, char_ids)
+    assert got.shape == (2, 5, options["lstm"]["projection_dim"])
+    assert got.dtype == np.float32
+    real = char_ids.any(axis=-1)  # only real tokens have a defined encoding
+    np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
+
+
+def test_conv_bias_and_relu_zero(tmp_path):
+    """Filters whose maximum (bias included) is negative give exactly 0 after relu."""
+    options = weight_fixtures.make_options(activation="relu", n_highway=0,
+                                           filters=((1, 8),), char_dim=4)
+    arrays = weight_fixtures.random_weight_arrays(options, seed=3)
+    arrays["CNN/b_cnn_0"][:] = -100.0  # every filter's maximum is negative
+    arrays["CNN/b_cnn_0"][0] = 0.0
+    options_file, weight_file = weight_fixtures.write_model_dir(str(tmp_path), options, arrays)
+    bilm = BiLM.from_weights(options_file, weight_file)
+    char_ids = ref.batch_char_ids([["ab", "c"]])
+    got = np.asarray(bilm.token_embedder(char_ids))
+    expected = ref.char_cnn(arrays, options, char_ids)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL)
+    assert np.all(got[..., 1:] == 0.0)
+
+
+def test_large_values(tmp_path):
+    """Larger convolution weights: highway gates saturate, relu/tanh both far from 0."""
+    options = weight_fixtures.make_options(activation="tanh", n_highway=2)
+    bilm, arrays = _load(tmp_path, options, seed=4, cnn_scale=3.0)
+    char_ids = ref.batch_char_ids(SENTENCES)
+    got = np.asarray(bilm.token_embedder(char_ids))
+    expected = ref.char_cnn(arrays, options, char_ids)
+    real = char_ids.any(axis=-1)
+    np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
