@@ -15,6 +15,9 @@ import importlib
 import os
 import sys
 
+# Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 #: Subcommands in the order `--help` lists them; each is the module `cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
 
@@ -38,7 +41,6 @@ def build_parser():
 
 def main(argv=None):
     """Runs one subcommand; returns the process exit code."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)

@@ -133,3 +133,26 @@ def test_bad_arguments_get_a_clear_error():
         keras_elmo.ElmoLayer(TINY, num_output_representations=0)
     with pytest.raises(ValueError, match="num_output_representations"):
         keras_elmo.ElmoLayer(TINY, num_output_representations=-1)
+
+
+@pytest.mark.slow
+def test_keras_file_loads_in_a_fresh_process_after_import_keras_elmo(tmp_path):
+    """`import keras_elmo` alone registers the layers, so a user's .keras file loads."""
+    import subprocess
+    import sys
+
+    model = _tagger(keras_elmo.ElmoLayer(TINY))
+    tokens = _padded(SENTENCES)
+    expected = model.predict(tokens, verbose=0)
+    model.save(tmp_path / "tagger.keras")
+    np.save(tmp_path / "expected.npy", expected)
+    script = (
+        "import sys, numpy as np, keras, tensorflow as tf, keras_elmo\n"
+        f"m = keras.models.load_model({str(tmp_path / 'tagger.keras')!r})\n"
+        f"t = tf.constant({[s + [''] * (3 - len(s)) for s in SENTENCES]!r})\n"
+        f"e = np.load({str(tmp_path / 'expected.npy')!r})\n"
+        "print(float(np.abs(m.predict(t, verbose=0) - e).max()))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert float(result.stdout.strip().splitlines()[-1]) < 1e-6

@@ -1,0 +1,45 @@
+"""`keras-elmo vocab`: build a biLM vocabulary file from one-sentence-per-line text.
+
+Example:
+    keras-elmo vocab --train 'data/people_daily/train.txt' --out data/vocab.txt --min-count 3
+"""
+
+import os
+
+
+def add_parser(subparsers):
+    """Registers `vocab` (no heavy imports here)."""
+    parser = subparsers.add_parser(
+        "vocab", help="build a vocabulary file (<S>, </S>, <UNK>, then by frequency)",
+        description="Counts whitespace tokens of one-sentence-per-line files and writes one "
+                    "token per line: <S>, </S>, <UNK>, then by count (desc), ties by token.")
+    parser.add_argument("--train", required=True, nargs="+", metavar="GLOB",
+                        help="training text files or glob patterns (quote the glob)")
+    parser.add_argument("--out", required=True, metavar="FILE", help="vocabulary file to write")
+    parser.add_argument("--min-count", type=int, default=1, metavar="N",
+                        help="keep tokens seen at least N times (default 1)")
+    parser.add_argument("--max-size", type=int, default=None, metavar="N",
+                        help="at most N tokens in all, the 3 special tokens included")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    """Builds and writes the vocabulary; returns the exit code."""
+    from training.corpus import expand_corpus
+    from training.vocabulary import count_tokens, vocabulary_from_counts
+
+    vocabulary_from_counts({}, args.min_count, args.max_size)  # reject bad numbers early
+    paths = expand_corpus(args.train)
+    if os.path.isdir(args.out):
+        raise ValueError(f"Expected --out to be a file path. Received a directory: {args.out!r}")
+    counts = count_tokens(paths)
+    vocabulary = vocabulary_from_counts(counts, args.min_count, args.max_size)
+    directory = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(directory, exist_ok=True)
+    vocabulary.save(args.out)
+    total = sum(counts.values())
+    covered = sum(counts[token] for token in vocabulary.tokens if token in counts)
+    coverage = covered / total if total else 0.0
+    print(f"wrote {args.out}: {len(vocabulary)} tokens (3 special) from {len(counts)} distinct "
+          f"in {total} training tokens ({len(paths)} file(s)); covers {coverage:.2%}")
+    return 0
