@@ -119,6 +119,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         ids = ops.cast(inputs, "int32")
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
         flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
+        # One extra all-padding row, dropped at the end: TensorFlow's conv returns its input
+        # unchanged for an empty batch, so a batch of 0 rows must never reach it.
+        flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (batch*T + 1, chars)
         table = ops.concatenate(
             [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
              self.char_embeddings], axis=0)  # (262, E)
@@ -135,7 +138,7 @@ class CharCNNEmbedder(keras.layers.Layer):
             x = highway(x)
         if self.projection is not None:
             x = self.projection(x)  # (batch*T, P)
-        return ops.reshape(x, (batch, num_tokens, self.projection_dim))  # (batch, T, P)
+        return ops.reshape(x[:-1], (batch, num_tokens, self.projection_dim))  # (batch, T, P)
 
     def compute_mask(self, inputs, mask=None):
         return ops.any(ops.not_equal(inputs, 0), axis=-1)

@@ -119,7 +119,7 @@ class ResidualBiLSTM(keras.layers.Layer):
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
-        keep = tf.cast(mask, self.compute_dtype)[:, :, tf.newaxis]  # (batch, T, 1)
+        keep = mask[:, :, tf.newaxis]  # (batch, T, 1)
         initial = self._initial_states(batch)
         finals = []
         # Each direction's layer inputs, in that direction's own reading order.
@@ -134,7 +134,8 @@ class ResidualBiLSTM(keras.layers.Layer):
                 hs = [h + x for h, x in zip(hs, dropped)]
             layer_inputs = hs
             backward = tf.reverse_sequence(hs[1], lengths, seq_axis=1, batch_axis=0)
-            outputs.append(tf.concat([hs[0], backward], axis=-1) * keep)  # (batch, T, 2P)
+            both = tf.concat([hs[0], backward], axis=-1)  # (batch, T, 2P)
+            outputs.append(tf.where(keep, both, tf.zeros_like(both)))
         if self.stateful:
             self._store_states(finals, batch)
         return tf.stack(outputs, axis=1)  # (batch, num_layers, T, 2P)

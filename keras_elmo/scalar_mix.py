@@ -110,13 +110,13 @@ def _masked_layer_norm(layers, mask):
     `layers` `(batch, L, T, dim)`, `mask` `(batch, T)` or None -> same shape as `layers`.
     """
     if mask is None:
-        weight = ops.ones_like(layers[:, :1, :, :1])  # (batch, 1, T, 1)
-    else:
-        weight = ops.cast(mask, layers.dtype)[:, None, :, None]  # (batch, 1, T, 1)
+        mask = ops.ones(ops.shape(layers)[:1] + ops.shape(layers)[2:3], "bool")  # (batch, T)
+    keep = ops.cast(mask, "bool")[:, None, :, None]  # (batch, 1, T, 1)
+    weight = ops.cast(keep, layers.dtype)
     dim = ops.cast(ops.shape(layers)[-1], layers.dtype)
     count = ops.maximum(ops.sum(weight) * dim, 1.0)  # real positions x features
     mean = ops.sum(layers * weight, axis=(0, 2, 3), keepdims=True) / count  # (1, L, 1, 1)
     variance = ops.sum(ops.square(layers - mean) * weight, axis=(0, 2, 3),
                        keepdims=True) / count  # (1, L, 1, 1)
     normed = (layers - mean) / ops.sqrt(variance + constants.LAYER_NORM_EPSILON)
-    return normed * weight
+    return ops.where(keep, normed, ops.zeros_like(normed))

@@ -86,8 +86,8 @@ class RemoveSentenceBoundaries(keras.layers.Layer):
         inner = inputs[..., 1:-1, :]  # (batch, ..., T, dim)
         keep = ops.arange(steps)[None, :] < lengths[:, None]  # (batch, T)
         shape = [-1] + [1] * (len(inputs.shape) - 3) + [steps, 1]
-        keep_f = ops.reshape(ops.cast(keep, inner.dtype), shape)  # (batch, 1.., T, 1)
-        return inner * keep_f
+        keep = ops.reshape(keep, shape)  # (batch, 1.., T, 1)
+        return ops.where(keep, inner, ops.zeros_like(inner))
 
     def compute_mask(self, inputs, mask=None):
         return None  # the caller's token mask is the meaningful one

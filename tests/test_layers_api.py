@@ -143,3 +143,19 @@ def test_scalar_mix_rejects_bad_arguments():
         keras_elmo.ScalarMix(initial_scalar_parameters=[0.0, 1.0])(np.ones((1, 3, 2, 4), "float32"))
     with pytest.raises(ValueError, match="num_layers"):
         keras_elmo.ScalarMix()(np.ones((2, 4), "float32"))
+
+
+@pytest.mark.parametrize("num_tokens", [0, 3])
+def test_bilm_accepts_a_batch_of_zero_rows(num_tokens):
+    """Regression: TF's conv returns its input for an empty batch; the embedder must not."""
+    out = keras_elmo.BiLM(TINY)(np.zeros((0, num_tokens, 50), "int32"))
+    assert out["layers"].shape == (0, TINY.num_layers + 1, num_tokens, TINY.output_dim)
+
+
+def test_padded_positions_are_positive_zero():
+    """Regression: masking by multiplication gave -0.0, which shows up in REST JSON."""
+    elmo = keras_elmo.ElmoLayer(TINY, do_layer_norm=True, return_layers=True)
+    out = elmo(tf.constant([["a", "b"], ["c", ""]]))
+    for tensor in (out["elmo"], out["layers"][:, :, :]):
+        padded = tensor.numpy()[1, ..., 1, :]
+        assert not np.signbit(padded).any() and not padded.any()

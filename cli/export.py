@@ -1,0 +1,82 @@
+"""`keras-elmo export`: write a SavedModel (TF Serving / plain TensorFlow) from a biLM.
+
+Example:
+    keras-elmo export runs/small serving/elmo --version 1
+    keras-elmo export --options options.json --weights weights.hdf5 serving/elmo --version 1
+"""
+
+import os
+import time
+
+
+def add_parser(subparsers):
+    """Registers `export` (no heavy imports here)."""
+    parser = subparsers.add_parser(
+        "export", help="export a biLM as a SavedModel with TF Hub-style ELMo signatures",
+        description="Writes a SavedModel with the signatures 'tokens', 'default' "
+                    "(= serving_default, untokenised text) and 'char_ids'. It loads with "
+                    "TensorFlow alone (no keras-elmo, Keras or tensorflow-text needed). "
+                    "See docs/serving.md.")
+    parser.add_argument("model_dir", nargs="?", metavar="MODEL_DIR",
+                        help="directory with options.json and weights.hdf5 (optionally "
+                             "scalar_mix.json); leave out when giving --options and --weights")
+    parser.add_argument("out_dir", metavar="OUT_DIR",
+                        help="SavedModel directory to create (TF Serving's model base path "
+                             "with --version)")
+    parser.add_argument("--options", metavar="FILE", help="options.json of the biLM")
+    parser.add_argument("--weights", metavar="FILE", help="weights.hdf5 of the biLM")
+    parser.add_argument("--mix-weights", metavar="FILE",
+                        help="scalar_mix.json with trained mix weights for the 'elmo' output "
+                             "(default: MODEL_DIR/scalar_mix.json if present, else the even "
+                             "mix softmax(0), gamma 1)")
+    parser.add_argument("--version", type=int, metavar="N",
+                        help="write OUT_DIR/N, the version folder TF Serving expects")
+    parser.add_argument("--max-length", type=int, default=None, metavar="N",
+                        help="most whitespace tokens per sentence; longer sentences are "
+                             "rejected with an error, never truncated (default 512)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing non-empty export directory")
+    parser.set_defaults(run=run)
+
+
+def _sources(args):
+    """`(model_dir or None, out_dir)` after checking the argument combination."""
+    with_files = args.options is not None or args.weights is not None
+    if with_files and (args.options is None or args.weights is None):
+        raise ValueError("--options and --weights go together; received only "
+                         f"{'--options' if args.options else '--weights'}.")
+    if with_files and args.model_dir is not None:
+        raise ValueError("give either MODEL_DIR or --options/--weights, not both; received "
+                         f"MODEL_DIR {args.model_dir!r} and --options {args.options!r}.")
+    if not with_files and args.model_dir is None:
+        raise ValueError(f"expected MODEL_DIR OUT_DIR (or OUT_DIR with --options and "
+                         f"--weights); received only {args.out_dir!r}.")
+    return args.model_dir, args.out_dir
+
+
+def run(args):
+    """Exports and prints where, which signatures, size and time; returns the exit code."""
+    model_dir, out_dir = _sources(args)
+    if args.version is not None and args.version < 0:
+        raise ValueError(f"--version must be >= 0; received {args.version}.")
+    if args.max_length is not None and args.max_length < 1:
+        raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
+    from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
+    from export.saved_model import export_from_files, find_model_files, versioned_path
+
+    if model_dir is not None:
+        options_file, weight_file, found_mix = find_model_files(model_dir)
+    else:
+        options_file, weight_file, found_mix = args.options, args.weights, None
+    mix_file = args.mix_weights or found_mix
+    start = time.perf_counter()
+    path = export_from_files(options_file, weight_file, versioned_path(out_dir, args.version),
+                             mix_weights_file=mix_file,
+                             max_length=args.max_length or DEFAULT_MAX_LENGTH,
+                             overwrite=args.overwrite)
+    seconds = time.perf_counter() - start
+    size = sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names)
+    print(f"wrote SavedModel {path} ({size / 2**20:.1f} MB, {seconds:.1f} s); signatures: "
+          f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}")
+    return 0

@@ -1,0 +1,93 @@
+"""The trained scalar-mix weights of an export: the `scalar_mix.json` file.
+
+A biLM's weight file holds no mix: the mix `s`, `gamma` is trained per task. An export uses,
+in order: a `ScalarMix` given in Python (e.g. `ElmoLayer.scalar_mixes[0]`), a
+`scalar_mix.json` (the `--mix-weights` file or the one in the model directory), or the
+default even mix `softmax(zeros)`, `gamma = 1` (ELMO_SPEC.md section 5).
+
+File format (one entry of `scalar_parameters` per biLM layer, token layer first):
+
+    {"scalar_parameters": [0.1, -0.3, 0.2], "gamma": 1.7, "do_layer_norm": false}
+
+Example:
+>>> save_mix_weights(elmo_layer.scalar_mixes[0], "runs/ner/scalar_mix.json")  # doctest: +SKIP
+>>> mix = load_mix_weights("runs/ner/scalar_mix.json", num_layers=3)  # doctest: +SKIP
+"""
+
+import json
+import math
+import os
+
+from keras_elmo.scalar_mix import ScalarMix
+
+#: Name of the mix file looked for in a model directory.
+MIX_WEIGHTS_FILE = "scalar_mix.json"
+
+
+def build_mix(num_layers, scalar_parameters=None, gamma=1.0, do_layer_norm=False):
+    """A built, frozen `ScalarMix` over `num_layers` layers (default: the even mix)."""
+    mix = ScalarMix(do_layer_norm=do_layer_norm, initial_scalar_parameters=scalar_parameters,
+                    initial_gamma=gamma, trainable=False, name="scalar_mix")
+    mix.build((None, num_layers, None, None))
+    return mix
+
+
+def mix_to_dict(mix):
+    """`{"scalar_parameters": [...], "gamma": g, "do_layer_norm": b}` of a built `ScalarMix`."""
+    return {"scalar_parameters": [float(v) for v in mix.scalar_parameters.numpy()],
+            "gamma": float(mix.gamma.numpy()), "do_layer_norm": bool(mix.do_layer_norm)}
+
+
+def save_mix_weights(mix, path):
+    """Writes a built `ScalarMix`'s `s`, `gamma` and `do_layer_norm` to `path` (JSON)."""
+    if not getattr(mix, "built", False):
+        raise ValueError("save_mix_weights needs a built ScalarMix (call it once, or build "
+                         "the ElmoLayer that owns it).")
+    with open(os.fspath(path), "w", encoding="utf-8") as f:
+        json.dump(mix_to_dict(mix), f, indent=2)
+        f.write("\n")
+
+
+def load_mix_weights(path, num_layers):
+    """A frozen `ScalarMix` from a `scalar_mix.json` written by `save_mix_weights`.
+
+    Args:
+        path: the JSON file.
+        num_layers: int, `L + 1` of the biLM it will mix.
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: bad JSON, missing keys, non-finite numbers, or a number of
+            `scalar_parameters` that differs from `num_layers`.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"mix weights file not found: {path} (expected a JSON file "
+                                '{"scalar_parameters": [...], "gamma": ...}).')
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"mix weights file {path} is not valid JSON: {error.msg} at line "
+                             f"{error.lineno}.") from None
+    if not isinstance(data, dict) or "scalar_parameters" not in data:
+        found = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"mix weights file {path} must hold an object with "
+                         f"'scalar_parameters' (and optionally 'gamma', 'do_layer_norm'); "
+                         f"found {found}.")
+    try:
+        scalars = [float(v) for v in data["scalar_parameters"]]
+        gamma = float(data.get("gamma", 1.0))
+    except (TypeError, ValueError):
+        raise ValueError(f"mix weights file {path}: 'scalar_parameters' must be a list of "
+                         f"numbers and 'gamma' a number; received {data!r}.") from None
+    if len(scalars) != num_layers:
+        raise ValueError(f"mix weights file {path} has {len(scalars)} scalar_parameters; the "
+                         f"biLM has {num_layers} layers (token layer + one per biLSTM layer).")
+    if not all(math.isfinite(v) for v in scalars + [gamma]):
+        raise ValueError(f"mix weights file {path} holds a non-finite number: {data!r}.")
+    do_layer_norm = data.get("do_layer_norm", False)
+    if not isinstance(do_layer_norm, bool):
+        raise ValueError(f"mix weights file {path}: 'do_layer_norm' must be true or false; "
+                         f"received {do_layer_norm!r}.")
+    return build_mix(num_layers, scalars, gamma, do_layer_norm)

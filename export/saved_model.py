@@ -1,0 +1,183 @@
+"""Writing an ELMo SavedModel: `export_saved_model` and the model-directory front end.
+
+The SavedModel holds the biLM's weights, the scalar mix and the `tokens`, `default`
+(= `serving_default`) and `char_ids` signatures of `ElmoModule`; it loads with
+`tf.saved_model.load` (or TF Serving) with only TensorFlow installed. Beside the graph,
+`assets.extra/` (which TF Serving ignores) keeps `options.json` and `keras_elmo_export.json`
+(max_length, mix weights, signature names) for people inspecting the export.
+
+The directory appears atomically: it is written under a temporary name beside the target
+and renamed into place, so TF Serving, which watches the version folders of its base path,
+never sees a half-written version.
+
+Example:
+>>> export_model_dir("runs/small", "serving/elmo", version=1)  # doctest: +SKIP
+'serving/elmo/1'
+>>> export_saved_model(keras_elmo.ElmoLayer.from_weights(o, w), "elmo_sm")  # doctest: +SKIP
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+import keras_elmo
+from keras_elmo.bilm import BiLM
+from keras_elmo.elmo_layer import ElmoLayer
+
+from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
+from export.mix_weights import MIX_WEIGHTS_FILE, load_mix_weights, mix_to_dict
+
+#: Written into `assets.extra/` of every export.
+METADATA_FILE = "keras_elmo_export.json"
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
+
+
+def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
+                       overwrite=False):
+    """Writes an ELMo SavedModel with the `tokens`, `default` and `char_ids` signatures.
+
+    Args:
+        model: a `keras_elmo.BiLM` (exported with `scalar_mix`, else the even mix), an
+            `ElmoLayer` (its biLM and, unless `scalar_mix` is given, its first trained
+            mix), or an `ElmoModule`.
+        path: the SavedModel directory to create (for TF Serving: `BASE/<version>`).
+        scalar_mix: a built `keras_elmo.ScalarMix` to export as the `elmo` output.
+        max_length: int, most tokens per sentence the signatures accept (512).
+        overwrite: bool, replace an existing non-empty `path` (False: refuse).
+
+    Returns:
+        `path`.
+
+    Raises:
+        ValueError: a model of another type, a stateful biLM, or `path` exists and is not
+            empty while `overwrite` is False.
+    """
+    module = _as_module(model, scalar_mix, max_length)
+    path = os.fspath(path)
+    _check_target(path, overwrite)
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    try:
+        tf.saved_model.save(module, staging, signatures=module.signatures())
+        _write_metadata(module, os.path.join(staging, "assets.extra"))
+        if os.path.exists(path):
+            shutil.rmtree(path)  # empty, or overwrite=True
+        os.replace(staging, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def export_from_files(options_file, weight_file, path, mix_weights_file=None, **kwargs):
+    """Exports a published-layout biLM (`options.json` + `weights.hdf5`).
+
+    Args:
+        options_file, weight_file: the biLM (bilm-tf / AllenNLP / keras-elmo layout).
+        path: SavedModel directory to create.
+        mix_weights_file: optional `scalar_mix.json` (see `export.mix_weights`); the even
+            mix when None.
+        **kwargs: `max_length`, `overwrite` of `export_saved_model`.
+    """
+    bilm = BiLM.from_weights(options_file, weight_file)
+    mix = None
+    if mix_weights_file is not None:
+        mix = load_mix_weights(mix_weights_file, bilm.num_output_layers)
+    return export_saved_model(bilm, path, scalar_mix=mix, **kwargs)
+
+
+def find_model_files(model_dir):
+    """`(options_file, weight_file, mix_weights_file or None)` of a model directory.
+
+    A training run's directory (`keras-elmo train`) and a published model both hold
+    `options.json` and `weights.hdf5`; a `scalar_mix.json` beside them is used if present.
+
+    Raises:
+        FileNotFoundError: the directory or one of the two required files is missing.
+    """
+    model_dir = os.fspath(model_dir)
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"model directory not found: {model_dir} (expected a directory "
+                                f"with {OPTIONS_FILE} and {WEIGHTS_FILE}).")
+    found = []
+    for name in (OPTIONS_FILE, WEIGHTS_FILE):
+        file = os.path.join(model_dir, name)
+        if not os.path.isfile(file):
+            present = sorted(os.listdir(model_dir))[:10]
+            raise FileNotFoundError(f"{model_dir} has no {name} (found {present}); a training "
+                                    f"run writes {WEIGHTS_FILE} when it ends, or pass "
+                                    "--options and --weights.")
+        found.append(file)
+    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
+    return found[0], found[1], (mix if os.path.isfile(mix) else None)
+
+
+def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **kwargs):
+    """Exports `model_dir` to `out_dir` (or `out_dir/<version>` for TF Serving).
+
+    Args:
+        model_dir: directory with options.json + weights.hdf5 (+ optional scalar_mix.json).
+        out_dir: the SavedModel directory, or TF Serving's model base path with `version`.
+        version: int >= 0 or None.
+        mix_weights_file: overrides the model directory's scalar_mix.json.
+        **kwargs: `max_length`, `overwrite`.
+
+    Returns:
+        the SavedModel directory written.
+    """
+    options_file, weight_file, found_mix = find_model_files(model_dir)
+    return export_from_files(options_file, weight_file, versioned_path(out_dir, version),
+                             mix_weights_file=mix_weights_file or found_mix, **kwargs)
+
+
+def versioned_path(out_dir, version):
+    """`out_dir/<version>`, TF Serving's layout, or `out_dir` when `version` is None."""
+    if version is None:
+        return os.fspath(out_dir)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ValueError(f"version must be an int >= 0 (TF Serving's numeric version folder); "
+                         f"received {version!r}.")
+    return os.path.join(os.fspath(out_dir), str(version))
+
+
+def _as_module(model, scalar_mix, max_length):
+    if isinstance(model, ElmoModule):
+        if scalar_mix is not None:
+            raise ValueError("scalar_mix cannot be given with an ElmoModule (it has its own).")
+        return model
+    if isinstance(model, ElmoLayer):
+        if scalar_mix is None and model.scalar_mixes:
+            if not model.scalar_mixes[0].built:
+                model.build()
+            scalar_mix = model.scalar_mixes[0]
+        model = model.bilm
+    if not isinstance(model, BiLM):
+        raise ValueError("export_saved_model expects a keras_elmo.BiLM, ElmoLayer or "
+                         f"ElmoModule; received {type(model).__name__}.")
+    return ElmoModule(model, scalar_mix=scalar_mix, max_length=max_length)
+
+
+def _check_target(path, overwrite):
+    if os.path.isfile(path):
+        raise ValueError(f"export path {path} is a file; expected a directory to create.")
+    if os.path.isdir(path) and os.listdir(path) and not overwrite:
+        raise ValueError(f"export path {path} already exists and is not empty; choose a new "
+                         "path (or version) or pass overwrite=True / --overwrite.")
+
+
+def _write_metadata(module, directory):
+    os.makedirs(directory, exist_ok=True)
+    module.options.save(os.path.join(directory, OPTIONS_FILE))
+    metadata = {"keras_elmo_version": keras_elmo.__version__,
+                "tensorflow_version": tf.__version__,
+                "max_length": module.max_length,
+                "signatures": list(SIGNATURES),
+                "outputs": module.output_names,
+                "scalar_mix": mix_to_dict(module.scalar_mix)}
+    with open(os.path.join(directory, METADATA_FILE), "w", encoding="utf-8") as f:
+        json.dump(metadata, f, indent=2)
+        f.write("\n")

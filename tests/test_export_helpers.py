@@ -1,0 +1,110 @@
+"""Shared helpers of the export tests (no tests here): a tiny published-layout model, the
+sentences fed to every signature, and the eager Keras reference outputs.
+
+The reference is `keras_elmo.ElmoLayer` run eagerly on padded string tokens: the path a
+Python user takes, independent of the export code.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from keras_elmo import BiLM, BiLMOptions, ElmoLayer
+from keras_elmo.weight_file import save_published
+
+#: Two batches of different size and length (batch 3 x 4 tokens, batch 1 x 5 tokens),
+#: with non-ASCII tokens, an empty sentence and a literal `</S>` token.
+BATCHES = [
+    [["The", "cat", "sat", "."], ["Hällo", "wörld"], []],
+    [["你好", "</S>", "a", "b", "c"]],
+]
+#: A trained-looking mix (not the default), to show the exported `elmo` uses given weights.
+MIX = {"scalar_parameters": [0.3, -1.2, 0.7], "gamma": 1.6, "do_layer_norm": False}
+ATOL = 1e-5
+
+#: Prepended to every subprocess script: makes Keras, keras-elmo, tensorflow-text and the
+#: project's packages unimportable, as if not installed (`import tensorflow` itself imports
+#: Keras when it is installed, and works without it).
+HIDE_PACKAGES = """
+import sys
+HIDDEN = ("keras", "keras_elmo", "tensorflow_text", "tf_keras", "export", "cli", "training")
+
+class _Hide:
+    def __init__(self, finder):
+        self.finder = finder
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            return None
+        return self.finder.find_spec(name, path, target)
+    def __getattr__(self, attr):
+        return getattr(self.finder, attr)
+
+sys.meta_path[:] = [_Hide(finder) for finder in sys.meta_path]
+"""
+
+
+def make_model_dir(directory, seed=0):
+    """Writes options.json + weights.hdf5 of a tiny biLM with random weights (biases too).
+
+    Returns `(options_file, weight_file)`.
+    """
+    bilm = BiLM(BiLMOptions.tiny())
+    rng = np.random.default_rng(seed)
+    for variable in bilm.weights:
+        variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    return save_published(bilm, directory)
+
+
+def padded(sentences):
+    """`(tokens (batch, max_len) str padded with "", sequence_len (batch,) int32)`."""
+    width = max((len(s) for s in sentences), default=0)
+    tokens = np.array([s + [""] * (width - len(s)) for s in sentences], dtype=object)
+    return tokens.reshape(len(sentences), width), np.array([len(s) for s in sentences],
+                                                            dtype=np.int32)
+
+
+def eager_reference(options_file, weight_file, sentences, mix=None):
+    """Outputs of the eager `ElmoLayer` on `sentences`, named as the signatures name them."""
+    layer = ElmoLayer.from_weights(options_file, weight_file, return_layers=True)
+    layer.build()
+    if mix is not None:
+        layer.scalar_mixes[0].scalar_parameters.assign(mix["scalar_parameters"])
+        layer.scalar_mixes[0].gamma.assign(mix["gamma"])
+    tokens, lengths = padded(sentences)
+    out = layer(tf.constant(tokens.astype(str).reshape(tokens.shape), tf.string))
+    layers, elmo = out["layers"].numpy(), out["elmo"].numpy()
+    mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    result = {"word_emb": layers[:, 0], "elmo": elmo, "sequence_mask": mask}
+    for j in range(1, layers.shape[1]):
+        result[f"lstm_outputs{j}"] = layers[:, j]
+    count = np.maximum(mask.sum(axis=1, keepdims=True), 1)
+    result["default"] = (elmo * mask[..., None]).sum(axis=1) / count
+    return result
+
+
+def assert_outputs_close(actual, expected, context=""):
+    """Every expected output is present with the same shape and within `ATOL`."""
+    missing = sorted(set(expected) - set(actual))
+    if missing:
+        raise AssertionError(f"{context}: outputs {missing} missing; got {sorted(actual)}")
+    for name, want in expected.items():
+        got = np.asarray(actual[name])
+        if got.shape != want.shape:
+            raise AssertionError(f"{context} {name}: shape {got.shape}, expected {want.shape}")
+        if want.dtype == bool:
+            np.testing.assert_array_equal(got, want, err_msg=f"{context} {name}")
+        else:
+            np.testing.assert_allclose(got, want, atol=ATOL, rtol=0,
+                                       err_msg=f"{context} {name}")
+
+
+def run_python(code, hide=True, timeout=120):
+    """Runs `code` in a fresh `python -c` (with `HIDE_PACKAGES` first when `hide`; `sys` is
+    imported either way); returns the finished process."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    prefix = HIDE_PACKAGES if hide else "import sys\n"
+    return subprocess.run([sys.executable, "-c", prefix + code], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd="/")
