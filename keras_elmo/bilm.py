@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
+from keras_elmo import constants
 from keras_elmo.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo.characters import token_to_char_ids
 from keras_elmo.options import BiLMOptions, as_options
 from keras_elmo.residual_bilstm import ResidualBiLSTM
 from keras_elmo.sentence_boundaries import (AddSentenceBoundaries, RemoveSentenceBoundaries,
@@ -101,6 +103,51 @@ class BiLM(keras.Model):
     def output_dim(self):
         """Size of every representation: `2 * projection_dim`."""
         return self.options.output_dim
+
+    # === Entry point for precomputed token vectors (see keras_elmo.token_cache) ===
+    def layers_from_token_embeddings(self, token_embeddings, mask):
+        """The biLM's outputs from context-insensitive token vectors instead of char ids.
+
+        Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
+        `token_embedder`) are put around each sentence, the biLSTM runs over them, layer 0
+        is `[x; x]` and the boundary positions are dropped. With `token_embeddings =
+        token_embedder(char_ids)` (no boundaries) the result equals `self(char_ids)`.
+
+        Args:
+            token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
+                boundaries); values at padded positions are ignored.
+            mask: bool `(batch, T)`, True on real tokens, which come first in each row.
+
+        Returns:
+            the same dict as calling the model: `"layers"` float32
+            `(batch, L + 1, T, 2 * projection_dim)`, zero past each sentence's end, and
+            `"mask"` bool `(batch, T)`.
+
+        Example:
+        >>> ids = keras_elmo.batch_to_ids([["a", "b"], ["c"]])
+        >>> vectors = bilm.token_embedder(ids)  # (2, 2, P)
+        >>> out = bilm.layers_from_token_embeddings(vectors, ops.any(ids != 0, axis=-1))
+        """
+        mask = ops.cast(mask, "bool")
+        embeddings = ops.cast(token_embeddings, self.compute_dtype)
+        chars = self.options.max_characters_per_token
+        boundary_ids = ops.convert_to_tensor(
+            [[token_to_char_ids(constants.BOS_TOKEN, chars),
+              token_to_char_ids(constants.EOS_TOKEN, chars)]], "int32")  # (1, 2, chars)
+        boundaries = self.token_embedder(boundary_ids)[0]  # (2, P)
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
+        padded = ops.pad(embeddings, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, P)
+        positions = ops.arange(ops.shape(padded)[1])[None, :]  # (1, T + 2)
+        at_eos = ops.equal(positions, lengths[:, None] + 1)[..., None]  # (batch, T + 2, 1)
+        framed = ops.where(at_eos, boundaries[1], padded)
+        framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
+        framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
+        lstm_layers = self.contextual_encoder(framed, mask=framed_mask)  # (batch, L, T+2, 2P)
+        layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
+        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
+        remove_boundaries = self.get_layer("remove_sentence_boundaries")
+        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
+        return {"layers": layers, "mask": mask}
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""

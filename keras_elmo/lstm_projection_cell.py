@@ -3,7 +3,7 @@
 The cell owns the weights and computes one time step; `ResidualBiLSTM` runs the loop.
 Weights are kept in Keras' gate order (i, f, c, o); `keras_elmo.weight_file` converts from
 and to the published order (i, j, f, o). Like the published files, `bias` does not hold the
-constant +1.0 forget bias: the step adds it, so a weight file round-trips bit for bit.
+constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips bit for bit.
 """
 
 import keras
@@ -68,10 +68,18 @@ class LSTMProjectionCell(keras.layers.Layer):
                 tf.zeros((batch_size, self.units), self.compute_dtype))
 
     def input_gates(self, inputs):
-        """`x W_x + b` for all time steps at once: `(..., input_dim)` -> `(..., 4 * units)`."""
+        """`x W_x + b` (+1.0 on the forget gate) for all steps at once.
+
+        `(..., input_dim)` -> `(..., 4 * units)`; `step` takes one step's slice of this.
+        """
         leading = tf.shape(inputs)[:-1]
         flat = tf.reshape(inputs, (-1, inputs.shape[-1]))  # (N, input_dim)
-        gates = tf.matmul(flat, self.input_kernel) + self.bias  # (N, 4 * units)
+        # The constant forget bias joins the stored bias here, once for all steps.
+        bias = self.bias + tf.concat(
+            [tf.zeros((self.units,), self.bias.dtype),
+             tf.fill((self.units,), tf.constant(constants.FORGET_BIAS, self.bias.dtype)),
+             tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
+        gates = tf.matmul(flat, self.input_kernel) + bias  # (N, 4 * units)
         return tf.reshape(gates, tf.concat([leading, [constants.NUM_GATES * self.units]], 0))
 
     def step(self, input_gates, state, kernels=None):
@@ -115,7 +123,7 @@ def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel,
     def step(gates_x, h, c, w_h, w_p):
         z = gates_x + tf.matmul(h, w_h)  # (batch, 4U), gates i, f, c, o
         z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
-        i, f = tf.sigmoid(z_i), tf.sigmoid(z_f + constants.FORGET_BIAS)
+        i, f = tf.sigmoid(z_i), tf.sigmoid(z_f)  # forget bias already in gates_x
         g, o = tf.tanh(z_c), tf.sigmoid(z_o)
         c_raw = f * c + i * g
         c_new = c_raw if cell_clip is None else tf.clip_by_value(c_raw, -cell_clip, cell_clip)

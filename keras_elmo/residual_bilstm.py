@@ -119,11 +119,13 @@ class ResidualBiLSTM(keras.layers.Layer):
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
-        keep = mask[:, :, tf.newaxis]  # (batch, T, 1)
+        keep = tf.transpose(mask)[:, :, tf.newaxis]  # (T, batch, 1)
         initial = self._initial_states(batch)
         finals = []
+        # Time-major inside, so the large (T, batch, 4 * units) gate tensors need no transpose.
+        inputs = tf.transpose(inputs, (1, 0, 2))  # (T, batch, P)
         # Each direction's layer inputs, in that direction's own reading order.
-        layer_inputs = [inputs, tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0)]
+        layer_inputs = [inputs, _reverse(inputs, lengths)]
         outputs = []
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in _DIRECTIONS]
@@ -133,12 +135,11 @@ class ResidualBiLSTM(keras.layers.Layer):
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
             layer_inputs = hs
-            backward = tf.reverse_sequence(hs[1], lengths, seq_axis=1, batch_axis=0)
-            both = tf.concat([hs[0], backward], axis=-1)  # (batch, T, 2P)
+            both = tf.concat([hs[0], _reverse(hs[1], lengths)], axis=-1)  # (T, batch, 2P)
             outputs.append(tf.where(keep, both, tf.zeros_like(both)))
         if self.stateful:
             self._store_states(finals, batch)
-        return tf.stack(outputs, axis=1)  # (batch, num_layers, T, 2P)
+        return tf.transpose(tf.stack(outputs), (2, 0, 1, 3))  # (batch, num_layers, T, 2P)
 
     def _dropout(self, x, training):
         if training and self.dropout > 0:
@@ -179,26 +180,30 @@ class ResidualBiLSTM(keras.layers.Layer):
         return config
 
 
+def _reverse(x, lengths):
+    """Reverses each sequence of time-major `x` `(T, batch, dim)` within its own length."""
+    return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+
+
 def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
     """Runs independent cells over their own inputs in one time loop.
 
     Args:
         cells: list of `LSTMProjectionCell`.
-        inputs: list of `(batch, T, input_dim)`, one per cell, real steps first.
+        inputs: list of time-major `(T, batch, input_dim)`, one per cell, real steps first.
         lengths: int32 `(batch,)`.
         initial_states: list of `(h, c)`, one per cell.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
 
     Returns:
-        `(outputs, final_states)`: outputs a list of `(batch, T, projection_dim)`, final
-        states a list of `(h, c)`.
+        `(outputs, final_states)`: outputs a list of time-major `(T, batch, projection_dim)`,
+        final states a list of `(h, c)`.
     """
-    num_steps = tf.shape(inputs[0])[1]
-    gates = []
-    for cell, x in zip(cells, inputs):
-        g = tf.transpose(cell.input_gates(x), (1, 0, 2))  # (T, batch, 4 * units)
-        gates.append(tf.TensorArray(g.dtype, size=num_steps).unstack(g))
+    num_steps = tf.shape(inputs[0])[0]
+    # TensorArray reads (not slices of one tensor) keep the loop's gradient sparse per step.
+    gates = [tf.TensorArray(x.dtype, size=num_steps).unstack(cell.input_gates(x))
+             for cell, x in zip(cells, inputs)]  # each step (batch, 4 * units)
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps) for _ in cells]
     kernels = [(tf.convert_to_tensor(cell.recurrent_kernel),
                 tf.convert_to_tensor(cell.projection_kernel)) for cell in cells]
@@ -216,4 +221,4 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
 
     _, finals, outputs = tf.while_loop(
         lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs))
-    return [tf.transpose(o.stack(), (1, 0, 2)) for o in outputs], finals  # (batch, T, P)
+    return [o.stack() for o in outputs], finals  # each (T, batch, P)

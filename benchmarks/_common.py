@@ -1,0 +1,158 @@
+"""Shared helpers for the benchmark scripts: load check, same-run matmul rate, statistics.
+
+The machine these run on is shared and noisy (TF_NOTES.md, "benchmark hygiene"): a
+benchmark prints the load before and after it runs, interleaves the variants it compares,
+repeats, reports the median with the spread, and divides by a matmul rate measured in the
+same run (ideally interleaved with its own samples, see `MatmulProbe`).
+
+Import it from a script in `benchmarks/` (the script's own folder is on `sys.path`):
+
+Example:
+>>> from _common import MatmulProbe, median_spread, print_load, format_samples
+>>> print_load("before")  # doctest: +SKIP
+load before: 1.23 0.65 0.28 (1, 5, 15 min) on 2 cores
+>>> median_spread([1.0, 3.0, 2.0])
+(2.0, 2.0)
+>>> format_samples([100.0, 110.0, 90.0], "tokens/s")
+'100.0 tokens/s (median of 3, range 90.0..110.0, spread 20%)'
+"""
+
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+
+#: Side of the square float32 matmul used as the reference rate.
+MATMUL_SIZE = 2048
+
+
+# --- machine load --------------------------------------------------------------------------
+def machine_load():
+    """`(load_1min, load_5min, load_15min)` from `os.getloadavg()`."""
+    return os.getloadavg()
+
+
+def print_load(when, busy_threshold=0.5):
+    """Prints the load averages and a warning when the 1-minute load says the cores are busy.
+
+    Args:
+        when: str, put in the line ("before", "after").
+        busy_threshold: float, warn when load_1min / cores is above this.
+
+    Returns:
+        the `machine_load()` tuple.
+    """
+    load = machine_load()
+    cores = os.cpu_count() or 1
+    print(f"load {when}: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min) "
+          f"on {cores} cores")
+    if load[0] / cores > busy_threshold:
+        print(f"warning: the machine is busy (1-min load {load[0]:.2f} on {cores} cores); "
+              "absolute rates may be low; compare the fractions of the same-run matmul rate.")
+    return load
+
+
+# --- statistics ----------------------------------------------------------------------------
+def median_spread(samples):
+    """`(median, spread)` of a non-empty sequence; spread = max - min, in the samples' unit."""
+    samples = list(samples)
+    if not samples:
+        raise ValueError("median_spread needs at least one sample; received none.")
+    return statistics.median(samples), max(samples) - min(samples)
+
+
+def format_samples(samples, unit, digits=1):
+    """`"<median> <unit> (median of n, range lo..hi, spread s%)"` for one line of a report."""
+    median, spread = median_spread(samples)
+    relative = spread / median if median else float("nan")
+    return (f"{median:.{digits}f} {unit} (median of {len(samples)}, range "
+            f"{min(samples):.{digits}f}..{max(samples):.{digits}f}, spread {relative:.0%})")
+
+
+def report(name, value):
+    """Prints one `name: value` line (the format every benchmark script uses)."""
+    print(f"{name}: {value}")
+    sys.stdout.flush()
+
+
+# --- timing --------------------------------------------------------------------------------
+def time_call(fn, *args):
+    """Seconds one `fn(*args)` takes (wall clock; CPU ops return when they are done)."""
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+class MatmulProbe:
+    """A plain `n x n` float32 `tf.matmul`, timed one sample at a time.
+
+    Call `sample()` between a benchmark's own samples so the reference rate sees the same
+    load; `matmul_gflops()` is the stand-alone version. One sample runs as many products as
+    fill `min_seconds` (counted at the warm-up), so a short burst of load from another
+    process does not swing it more than it swings the benchmark's own, longer, samples.
+
+    Args:
+        n: int, matrix side (2048).
+        min_seconds: float, least duration of one sample (0.5).
+        seed: int, for the random operands.
+
+    Example:
+    >>> probe = MatmulProbe(256, min_seconds=0.01)
+    >>> probe.sample() > 0
+    True
+    """
+
+    def __init__(self, n=MATMUL_SIZE, min_seconds=0.5, seed=0):
+        import tensorflow as tf
+
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"matmul size must be a positive int; received {n!r}.")
+        if min_seconds < 0:
+            raise ValueError(f"min_seconds must be >= 0; received {min_seconds!r}.")
+        self.n = n
+        generator = tf.random.Generator.from_seed(seed)
+        self._a = generator.normal((n, n), dtype=tf.float32)
+        self._b = generator.normal((n, n), dtype=tf.float32)
+        self._matmul = tf.function(tf.matmul)
+        self.products_per_sample = 1
+        self._run()  # warm-up: trace and first run
+        once = min(time_call(self._run) for _ in range(2))
+        self.products_per_sample = max(1, math.ceil(min_seconds / once))
+        self.samples = []
+
+    @property
+    def flops(self):
+        """`2 n^3`: the multiply-adds of one product."""
+        return 2.0 * self.n ** 3
+
+    def _run(self):
+        for _ in range(self.products_per_sample):
+            # Read one element so the product is surely done before the clock stops.
+            self._matmul(self._a, self._b)[0, 0].numpy()
+
+    def sample(self):
+        """Times one sample; records and returns its GFLOP/s."""
+        rate = self.products_per_sample * self.flops / time_call(self._run) / 1e9
+        self.samples.append(rate)
+        return rate
+
+
+def matmul_gflops(n=MATMUL_SIZE, repeats=5, min_seconds=0.5):
+    """Median GFLOP/s of `repeats` samples of plain `n x n` float32 `tf.matmul`s (warm-up
+    first; each sample lasts at least `min_seconds`, see `MatmulProbe`)."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int; received {repeats!r}.")
+    probe = MatmulProbe(n, min_seconds=min_seconds)
+    for _ in range(repeats):
+        probe.sample()
+    return median_spread(probe.samples)[0]
+
+
+# --- memory --------------------------------------------------------------------------------
+def peak_memory_mb():
+    """Peak resident memory of this process so far, in MB (`ru_maxrss`)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports kilobytes, macOS bytes.
+    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0

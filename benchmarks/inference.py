@@ -1,0 +1,173 @@
+"""Inference speed of `keras_elmo.BiLM` on CPU, as a fraction of a same-run matmul rate.
+
+Builds `BiLM` with random weights, runs it inside a `tf.function` (warm-up first) on
+sentences of `--length` random tokens of realistic character lengths, one call per batch
+size in turn, `--repeats` rounds (a 2048^3 float32 matmul is timed right after every
+call), and prints `name: value` lines: tokens/s (median, range, spread) per batch size,
+peak memory, analytic FLOPs per token, achieved GFLOP/s, and that as a fraction of the
+median matmul rate, paired call by call, of the matmul timed right after the call, and
+best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
+The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
+CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
+
+Analytic FLOPs (a multiply-add = 2 FLOPs; element-wise ops, gathers and the max-pool are
+not counted), per position the model processes (each sentence's tokens plus <S>, </S>):
+
+    char CNN    sum over filters (w, n): 2 * (C - w + 1) * w * E * n   (C = 50 char slots,
+                all convolved whatever the token's length; E = char embedding size)
+    highway     num_highway * 2 * (2 * F * F)                          (F = total filters)
+    projection  2 * F * P                                              (if F != P)
+    biLSTM      num_layers * 2 directions * (2 * (in + P) * 4 * D + 2 * D * P)
+                (in = P: every layer's input has the projection size; D = lstm units)
+
+Published size: 17.6 + 33.6 + 2.1 + 150.9 = 204.2 MFLOP per position. Tokens/s counts
+the caller's tokens (`--length` per sentence); GFLOP/s counts the work actually done on
+`--length + 2` positions per sentence.
+
+Example:
+    python benchmarks/inference.py                   # published size, batch 1 and 32
+    python benchmarks/inference.py --config small --batch-sizes 1 8 32 --repeats 7
+    python benchmarks/inference.py --breakdown       # also time char CNN and biLSTM alone
+"""
+
+import argparse
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
+
+from _common import (MatmulProbe, format_samples, median_spread, peak_memory_mb,  # noqa: E402
+                     print_load, report, time_call)
+
+_CONFIGS = ("published", "small", "tiny")
+#: Character lengths of English tokens (punctuation included), roughly as in running text.
+_TOKEN_LENGTHS = list(range(1, 14))
+_LENGTH_WEIGHTS = [16, 17, 20, 15, 10, 8, 7, 4, 3, 2, 1, 0.6, 0.4]
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def flops_per_position(options):
+    """Analytic FLOPs of one position, by part (see the module docstring for the formula).
+
+    Returns:
+        dict with `"char_cnn"`, `"highway"`, `"projection"`, `"bilstm"`, `"total"`.
+    """
+    chars, embed, filters = (options.max_characters_per_token, options.char_embedding_dim,
+                             options.num_filters)
+    proj, units = options.projection_dim, options.lstm_units
+    parts = {
+        "char_cnn": sum(2 * (chars - w + 1) * w * embed * n for w, n in options.filters),
+        "highway": options.num_highway * 2 * (2 * filters * filters),
+        "projection": 2 * filters * proj if filters != proj else 0,
+        "bilstm": options.num_layers * 2 * (2 * (proj + proj) * 4 * units + 2 * units * proj),
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def random_sentences(batch_size, length, rng):
+    """`batch_size` lists of `length` random tokens with realistic character lengths."""
+    weights = [w / sum(_LENGTH_WEIGHTS) for w in _LENGTH_WEIGHTS]
+    sizes = rng.choice(_TOKEN_LENGTHS, size=(batch_size, length), p=weights)
+    return [["".join(rng.choice(list(_LETTERS), size=int(n))) for n in row] for row in sizes]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="published", choices=_CONFIGS,
+                        help="BiLMOptions preset (default: published, 2x4096_512_2048cnn)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32],
+                        help="sentences per call (default: 1 32)")
+    parser.add_argument("--length", type=int, default=20, help="tokens per sentence (20)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timed calls per batch size, interleaved (5)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the char CNN and the biLSTM alone (at each batch size)")
+    args = parser.parse_args(argv)
+    for name in ("length", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1; received {getattr(args, name)}")
+    if min(args.batch_sizes) < 1:
+        parser.error(f"--batch-sizes must all be >= 1; received {args.batch_sizes}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print_load("before")
+
+    import numpy as np
+    import tensorflow as tf
+
+    import keras_elmo
+
+    options = getattr(keras_elmo.BiLMOptions, args.config)()
+    bilm = keras_elmo.BiLM(options)
+    flops = flops_per_position(options)
+    positions = args.length + 2  # <S> and </S> are processed too
+    rng = np.random.default_rng(0)
+    inputs = {b: tf.constant(keras_elmo.batch_to_ids(random_sentences(b, args.length, rng)))
+              for b in args.batch_sizes}
+
+    # Variants timed in every round: name -> (callable, argument, batch size, FLOPs/position).
+    variants = {}
+    infer = tf.function(lambda ids: bilm(ids, training=False))
+    for b in args.batch_sizes:
+        variants[f"batch {b}"] = (infer, inputs[b], b, flops["total"])
+    if args.breakdown:
+        encode_tokens = tf.function(lambda ids: bilm.token_embedder(ids))
+        encode_context = tf.function(lambda x: bilm.contextual_encoder(x, training=False))
+        for b in args.batch_sizes:
+            framed = bilm.get_layer("add_sentence_boundaries")(inputs[b])  # (b, T + 2, chars)
+            vectors = tf.random.normal((b, positions, options.projection_dim))  # (b, T + 2, P)
+            variants[f"batch {b} char CNN"] = (
+                encode_tokens, framed, b,
+                flops["char_cnn"] + flops["highway"] + flops["projection"])
+            variants[f"batch {b} biLSTM"] = (encode_context, vectors, b, flops["bilstm"])
+
+    for fn, x, _, _ in variants.values():  # warm-up: trace and one run each
+        fn(x)
+        fn(x)
+    probe = MatmulProbe()
+    seconds = {name: [] for name in variants}
+    paired = {name: [] for name in variants}  # the matmul sample taken right after each call
+    for _ in range(args.repeats):
+        for name, (fn, x, _, _) in variants.items():
+            seconds[name].append(time_call(fn, x))
+            paired[name].append(probe.sample())
+
+    matmul_rate = median_spread(probe.samples)[0]
+    report("config", f"{args.config} ({options.lstm_units} units, {options.projection_dim} "
+           f"projection, {options.num_filters} filters, {options.num_layers} layers)")
+    report("sentences", f"{args.length} tokens (+ <S>, </S> = {positions} positions)")
+    report("analytic MFLOP per position",
+           f"{flops['total'] / 1e6:.4g} (char CNN {flops['char_cnn'] / 1e6:.4g}, highway "
+           f"{flops['highway'] / 1e6:.4g}, projection {flops['projection'] / 1e6:.4g}, biLSTM "
+           f"{flops['bilstm'] / 1e6:.4g})")
+    report("analytic MFLOP per caller token",
+           f"{flops['total'] * positions / args.length / 1e6:.4g}")
+    report("matmul 2048^3 float32", format_samples(probe.samples, "GFLOP/s"))
+    for name, (_, _, b, part_flops) in variants.items():
+        tokens = [b * args.length / s for s in seconds[name]]
+        gflops = [part_flops * b * positions / s / 1e9 for s in seconds[name]]
+        median_gflops = median_spread(gflops)[0]
+        fractions = [100 * g / m for g, m in zip(gflops, paired[name])]
+        report(f"{name} tokens/s", format_samples(tokens, "tokens/s"))
+        report(f"{name} seconds/call", format_samples(seconds[name], "s", digits=3))
+        report(f"{name} achieved", f"{median_gflops:.1f} GFLOP/s = "
+               f"{median_gflops / matmul_rate:.0%} of the median matmul rate")
+        report(f"{name} fraction of the matmul timed next",
+               format_samples(fractions, "%", 0))
+        report(f"{name} best-of fraction", f"{max(gflops) / max(probe.samples):.0%} "
+               "(fastest call / fastest matmul sample)")
+    report("peak memory", f"{peak_memory_mb():.0f} MB")
+    print_load("after")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
