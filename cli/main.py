@@ -16,7 +16,7 @@ import os
 import sys
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 #: Subcommands in the order `--help` lists them; each is the module `cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
