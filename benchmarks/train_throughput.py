@@ -1,0 +1,157 @@
+"""Training throughput of the biLM on this machine, with a same-run matmul rate for scale.
+
+For each preset (`tiny`, `small`, `published` by default) one real training step (the
+`Trainer`'s: forward + backward LM, shared softmax, gradient all-reduce, global-norm
+clipping, Adagrad) is timed on a fixed batch of `--batch` sentences of `--length`
+positions (`<S>` and `</S>` included), with a `--vocab-size` softmax (sampled or full as
+the preset decides). Tokens/s counts every position of the batch (`batch * length` per
+step). The variants and a plain float32 2048^3 matmul are interleaved and repeated; the
+median and the spread (min-max) of the repeats are printed.
+
+    python benchmarks/train_throughput.py
+    python benchmarks/train_throughput.py --sizes small published --repeats 5
+
+The estimated model rate uses `3 x` the forward multiply-adds per token (forward pass plus
+the two products of the backward pass), so `model GFLOP/s / matmul GFLOP/s` says how much
+of the machine's dense rate the step reaches.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_elmo.characters import batch_to_ids  # noqa: E402
+from training.config import TrainingConfig  # noqa: E402
+from training.distribute import make_strategy  # noqa: E402
+from training.model_dir import ModelDir  # noqa: E402
+from training.trainer import Trainer  # noqa: E402
+from training.vocabulary import SPECIAL_TOKENS, Vocabulary  # noqa: E402
+
+MATMUL_SIZE = 2048
+
+
+def forward_flops_per_token(config):
+    """Floating-point operations of the forward pass per position (2 per multiply-add)."""
+    o = config.options
+    chars = o.max_characters_per_token
+    cnn = sum(2 * width * o.char_embedding_dim * count * (chars - width + 1)
+              for width, count in o.filters)
+    highway = o.num_highway * 2 * (2 * o.num_filters * o.num_filters)
+    projection = 2 * o.num_filters * o.projection_dim
+    gates = 2 * (2 * o.projection_dim) * 4 * o.lstm_units  # [x, h] W
+    lstm = 2 * o.num_layers * (gates + 2 * o.lstm_units * o.projection_dim)
+    classes = config.num_sampled + 1 if config.use_sampled_softmax else config.n_tokens_vocab
+    softmax = 2 * 2 * o.projection_dim * classes  # two directions
+    return cnn + highway + projection + lstm + softmax
+
+
+def make_batch(vocab_size, batch, length, seed=0):
+    """A fixed batch: `batch` rows of `<S> w1 ... w_{length-2} </S>` (random word ids)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(len(SPECIAL_TOKENS), vocab_size, size=(batch, length))
+    ids[:, 0], ids[:, -1] = 0, 1
+    words = [["<S>"] + [f"w{i}" for i in row[1:-1]] + ["</S>"] for row in ids]
+    return {"char_ids": tf.constant(batch_to_ids(words)), "token_ids": tf.constant(ids, tf.int32)}
+
+
+class TrainVariant:
+    """A preset's `Trainer` and the closure that runs `steps` training steps."""
+
+    def __init__(self, size, vocab_size, batch, length, directory):
+        vocab = Vocabulary(list(SPECIAL_TOKENS) + [f"w{i}" for i in range(3, vocab_size)])
+        self.config = TrainingConfig.preset(size).replace(
+            n_tokens_vocab=vocab_size, max_sentence_tokens=max(length - 2, 1),
+            batch_tokens=max(batch * length, length))
+        self.name = size
+        self.tokens_per_step = batch * length
+        self.trainer = Trainer(self.config, vocab, ModelDir(directory),
+                               strategy=make_strategy())
+        data = make_batch(vocab_size, batch, length)
+        dataset = tf.data.Dataset.from_tensors(data).repeat()
+        self.distributed = self.trainer.strategy.experimental_distribute_dataset(dataset)
+        self.iterator = iter(self.distributed)
+        self.step(1)  # trace
+
+    def step(self, steps):
+        for _ in range(steps):
+            _, _, norm = self.trainer.train_step(next(self.iterator),
+                                                 self.distributed.element_spec)
+        float(norm)  # wait for the last step
+
+
+def matmul_rate(repeats=3):
+    """GFLOP/s of a float32 2048^3 matmul (best of `repeats` runs of a few products)."""
+    a = tf.random.normal((MATMUL_SIZE, MATMUL_SIZE))
+    b = tf.random.normal((MATMUL_SIZE, MATMUL_SIZE))
+    tf.matmul(a, b).numpy()
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(4):
+            c = tf.matmul(a, b)
+        c.numpy()
+        best = max(best, 4 * 2 * MATMUL_SIZE ** 3 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "small", "published"],
+                        choices=["tiny", "small", "published"])
+    parser.add_argument("--vocab-size", type=int, default=50000,
+                        help="softmax size (50000: the sampled softmax for small/published)")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per step (32)")
+    parser.add_argument("--length", type=int, default=20,
+                        help="positions per sentence, <S> and </S> included (20)")
+    parser.add_argument("--steps", type=int, default=2, help="steps per timed repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median shown)")
+    args = parser.parse_args(argv)
+
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} CPU(s), load average {load:.2f}; TF {tf.__version__}")
+    if load > 0.5 * (os.cpu_count() or 1):
+        print("warning: the machine is busy; figures will be low and noisy")
+    with tempfile.TemporaryDirectory() as directory:
+        variants = []
+        for size in args.sizes:
+            start = time.perf_counter()
+            variants.append(TrainVariant(size, args.vocab_size, args.batch, args.length,
+                                         os.path.join(directory, size)))
+            print(f"built + traced {size} in {time.perf_counter() - start:.1f} s", flush=True)
+        rates = {v.name: [] for v in variants}
+        matmul = []
+        for _ in range(args.repeats):  # interleaved: every variant sees the same load
+            matmul.append(matmul_rate())
+            for variant in variants:
+                start = time.perf_counter()
+                variant.step(args.steps)
+                rates[variant.name].append(
+                    variant.tokens_per_step * args.steps / (time.perf_counter() - start))
+    med_matmul = statistics.median(matmul)
+    print(f"\nmatmul {MATMUL_SIZE}^3 float32: {med_matmul:,.1f} GFLOP/s "
+          f"(spread {min(matmul):,.1f}-{max(matmul):,.1f}, {args.repeats} repeats)")
+    print(f"training step, batch {args.batch} x {args.length} positions, vocabulary "
+          f"{args.vocab_size:,}:")
+    for variant in variants:
+        values = rates[variant.name]
+        median = statistics.median(values)
+        softmax = (f"sampled {variant.config.num_sampled}" if variant.config.use_sampled_softmax
+                   else "full")
+        model_rate = 3 * forward_flops_per_token(variant.config) * median / 1e9
+        print(f"  {variant.name:9s} {median:10,.0f} tokens/s (spread {min(values):,.0f}-"
+              f"{max(values):,.0f}); softmax {softmax}; ~{model_rate:,.1f} model GFLOP/s = "
+              f"{model_rate / med_matmul:.0%} of the matmul rate")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`keras-elmo neighbors`: nearest tokens-in-context to a word, and nearest types by layer 0.
+
+Example:
+    keras-elmo neighbors runs/people_daily_small --corpus data/people_daily/heldout.txt \\
+        "他 会 说 英语 。" --word 会
+"""
+
+import os
+
+
+def add_parser(subparsers):
+    """Registers `neighbors` (no heavy imports here)."""
+    parser = subparsers.add_parser(
+        "neighbors", help="nearest tokens-in-context to a word in a sentence (paper Table 4)",
+        description="Embeds SENTENCE (tokenised like the corpus: tokens separated by "
+                    "spaces) and every sentence of --corpus, and lists the corpus tokens "
+                    "whose vectors in --layer are nearest (cosine) to WORD's in SENTENCE; "
+                    "then, for contrast, the corpus types nearest to WORD by layer 0 (the "
+                    "context-free char-CNN layer), which are the same in every sentence.")
+    parser.add_argument("model_dir", metavar="MODEL_DIR",
+                        help="directory with options.json and weights.hdf5")
+    parser.add_argument("sentence", metavar="SENTENCE", help="the query sentence, tokenised")
+    parser.add_argument("--corpus", required=True, metavar="FILE",
+                        help="text file, one tokenised sentence per line")
+    parser.add_argument("--word", required=True, metavar="WORD",
+                        help="the query word (one of SENTENCE's tokens)")
+    parser.add_argument("--occurrence", type=int, default=1, metavar="N",
+                        help="which occurrence of WORD in SENTENCE (default 1)")
+    parser.add_argument("--layer", type=int, default=None, metavar="J",
+                        help="biLM layer for the contextual neighbours: 0 = token layer, "
+                             "L = top biLSTM layer (default L)")
+    parser.add_argument("-k", "--top", type=int, default=10, metavar="K",
+                        help="neighbours per list (default 10)")
+    parser.add_argument("--max-sentences", type=int, default=None, metavar="N",
+                        help="read only the corpus' first N lines")
+    parser.add_argument("--batch-size", type=int, default=64, metavar="N",
+                        help="sentences per biLM call (default 64)")
+    parser.add_argument("--context", type=int, default=8, metavar="N",
+                        help="tokens shown each side of a neighbour (default 8)")
+    parser.add_argument("--vocab", metavar="FILE",
+                        help="token cache vocabulary (default: MODEL_DIR/vocab.txt if present)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    parser.set_defaults(run=run)
+
+
+def _excerpt(tokens, position, context):
+    """The neighbour in brackets with `context` tokens each side (... where cut)."""
+    start, end = max(0, position - context), min(len(tokens), position + context + 1)
+    shown = tokens[start:position] + [f"[{tokens[position]}]"] + tokens[position + 1:end]
+    return ("... " if start else "") + " ".join(shown) + (" ..." if end < len(tokens) else "")
+
+
+def run(args):
+    """Finds and prints both neighbour lists; returns the exit code."""
+    for name in ("top", "batch_size", "occurrence"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; received "
+                             f"{getattr(args, name)}.")
+    if args.context < 0:
+        raise ValueError(f"--context must be >= 0; received {args.context}.")
+    if args.max_sentences is not None and args.max_sentences < 1:
+        raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
+    from applications.model_files import VOCAB_FILE, model_files
+    from applications.inputs import find_word
+
+    model_files(args.model_dir)
+    if not os.path.isfile(args.corpus):
+        raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
+                                "one tokenised sentence per line).")
+    tokens = args.sentence.split()
+    find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
+    vocab = args.vocab
+    if vocab is None:
+        found = os.path.join(args.model_dir, VOCAB_FILE)
+        vocab = found if os.path.isfile(found) else None
+    elif not os.path.isfile(vocab):
+        raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
+
+    from applications.model_files import load_bilm, load_token_cache
+    from applications.neighbors import find_neighbors
+
+    bilm = load_bilm(args.model_dir)
+    cache = load_token_cache(bilm, vocab) if vocab else None
+    result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,
+                            k=args.top, occurrence=args.occurrence,
+                            batch_size=args.batch_size, max_sentences=args.max_sentences,
+                            token_cache=cache, progress=not args.no_progress)
+    top = bilm.num_output_layers - 1
+    print(f"query: {_excerpt(tokens, result['position'], len(tokens))}")
+    print(f"corpus: {args.corpus}: {result['corpus_sentences']:,} sentences, "
+          f"{result['corpus_tokens']:,} tokens, {result['corpus_types']:,} types")
+    print(f"\nnearest tokens in context (cosine, biLM layer {result['layer']} of 0..{top}):")
+    for rank, n in enumerate(result["contextual"], start=1):
+        print(f"{rank:3d}  {n.score:.3f}  line {n.line_number}: "
+              f"{_excerpt(n.tokens, n.position, args.context)}")
+    print("\nnearest types by layer 0 (char CNN, context-free: the same for every sentence):")
+    for rank, n in enumerate(result["types"], start=1):
+        print(f"{rank:3d}  {n.score:.3f}  {n.token}  ({n.count:,} in the corpus)")
+    return 0

@@ -1,0 +1,37 @@
+"""`keras-elmo perplexity MODEL_DIR --heldout FILE`: held-out perplexity, full softmax.
+
+Prints the forward, backward and average perplexity (exp of the mean NLL per target; the
+`</S>` / `<S>` targets of every sentence are included, see `training.perplexity`).
+
+Example:
+    keras-elmo perplexity runs/small --heldout data/people_daily/heldout.txt
+"""
+
+import json
+
+
+def add_parser(subparsers):
+    """Registers `perplexity` (no TensorFlow import here)."""
+    parser = subparsers.add_parser(
+        "perplexity", help="forward / backward / average held-out perplexity of a trained biLM",
+        description="Evaluates the newest checkpoint of MODEL_DIR on held-out sentences with "
+                    "the full softmax.")
+    parser.add_argument("model_dir", metavar="MODEL_DIR", help="directory of `keras-elmo train`")
+    parser.add_argument("--heldout", required=True, nargs="+", metavar="GLOB",
+                        help="held-out files, one sentence per line (quote globs)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    """Evaluates and prints the report; returns the exit code."""
+    from training.corpus import expand_corpus
+    from training.perplexity import evaluate_model_dir, format_report
+
+    files = expand_corpus(args.heldout)
+    result = evaluate_model_dir(args.model_dir, files)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(format_report(result, " ".join(args.heldout)))
+    return 0

@@ -1,0 +1,189 @@
+"""`keras-elmo train MODEL_DIR`: train a biLM, resumably, on one or many devices.
+
+The config comes from a preset (`--size`), then an options.json-shaped JSON (`--config`,
+may be partial), then flags; it is saved as MODEL_DIR/options.json. On an existing
+MODEL_DIR the run resumes from the last checkpoint with the saved config; flags may only
+change `--epochs`, `--checkpoint-every` and `--keep-checkpoints` (anything else that
+differs is refused). See `training.model_dir` for the directory layout.
+
+Example:
+    keras-elmo train runs/small --train 'data/people_daily/train*.txt' \\
+        --vocab data/vocab.txt --size small --max-minutes 15 --heldout data/people_daily/heldout.txt
+"""
+
+import json
+import os
+
+#: Flag -> config key of the options that override the preset / JSON.
+_FLAGS = {
+    "batch_tokens": ("--batch-tokens", int, "token budget of a batch per replica (boundaries incl.)"),
+    "batch_size": ("--batch-size", int, "at most this many sentences per batch per replica"),
+    "max_sentence_tokens": ("--max-sentence-tokens", int,
+                            "cut longer sentences into chunks of this many tokens"),
+    "dropout": ("--dropout", float, "dropout on LSTM inputs and the top output (0.1 published)"),
+    "n_negative_samples_batch": ("--n-negative-samples", int, "sampled-softmax negatives per batch"),
+    "full_softmax_max_vocab": ("--full-softmax-max-vocab", int,
+                               "use the full softmax for vocabularies up to this size"),
+    "optimizer": ("--optimizer", str, "adagrad (published recipe) or adam (small preset)"),
+    "learning_rate": ("--learning-rate", float, "learning rate (Adagrad 0.2 published)"),
+    "all_clip_norm_val": ("--clip-norm", float, "clip of the global gradient norm (10.0)"),
+    "n_epochs": ("--epochs", int, "passes over the corpus"),
+    "tokenizer": ("--tokenizer", str, "whitespace (pre-tokenised lines, default) or "
+                  "unicode-script (raw text, tensorflow-text UnicodeScriptTokenizer)"),
+    "seed": ("--seed", int, "shuffling seed"),
+    "shuffle_buffer": ("--shuffle-buffer", int, "sentences in the shuffle buffer"),
+    "checkpoint_every_steps": ("--checkpoint-every", int, "steps between checkpoints"),
+    "keep_checkpoints": ("--keep-checkpoints", int, "checkpoints kept on disk"),
+}
+#: Keys a preset does not decide (they come from the data).
+_DATA_KEYS = ("n_tokens_vocab", "n_train_tokens", "train_prefix")
+
+
+def add_parser(subparsers):
+    """Registers `train` (no TensorFlow import here)."""
+    parser = subparsers.add_parser(
+        "train", help="train a biLM (resumes an existing MODEL_DIR)",
+        description="Trains the joint forward/backward biLM on one-sentence-per-line text "
+                    "with tf.distribute (MirroredStrategy over local devices; "
+                    "MultiWorkerMirroredStrategy when TF_CONFIG names several workers).")
+    parser.add_argument("model_dir", metavar="MODEL_DIR",
+                        help="output directory; an existing one is resumed")
+    parser.add_argument("--train", nargs="+", metavar="GLOB",
+                        help="training files or glob patterns (quote the glob); "
+                             "required for a new MODEL_DIR")
+    parser.add_argument("--vocab", metavar="FILE",
+                        help="vocabulary file (<S>, </S>, <UNK> first); required for a new MODEL_DIR")
+    parser.add_argument("--size", choices=("tiny", "small", "published"),
+                        help="architecture + training preset (default small for a new MODEL_DIR)")
+    parser.add_argument("--config", metavar="JSON",
+                        help="options.json-shaped file (may be partial) over the preset")
+    for key, (flag, kind, help_text) in _FLAGS.items():
+        choices = {"tokenizer": ("whitespace", "unicode-script"),
+                   "optimizer": ("adagrad", "adam")}.get(key)
+        parser.add_argument(flag, dest=key, type=kind, choices=choices,
+                            metavar=None if choices else kind.__name__.upper(), help=help_text)
+    parser.add_argument("--max-steps", type=int, metavar="N",
+                        help="stop at this global step (counted over resumed runs too)")
+    parser.add_argument("--max-minutes", type=float, metavar="M",
+                        help="stop after M minutes of training in this run")
+    parser.add_argument("--log-every", type=int, default=50, metavar="N",
+                        help="steps between progress lines / TensorBoard points (50)")
+    parser.add_argument("--heldout", nargs="+", metavar="GLOB",
+                        help="report held-out perplexity (full softmax) at the end")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    """Builds the config, trains, optionally evaluates; returns the exit code."""
+    for name in ("max_steps", "log_every"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; received {value}.")
+    if args.max_minutes is not None and not args.max_minutes > 0:
+        raise ValueError(f"--max-minutes must be > 0; received {args.max_minutes}.")
+
+    from training import distribute
+
+    strategy = distribute.make_strategy()  # before any other TF op (multi-worker needs it)
+
+    from training.corpus import expand_corpus
+    from training.model_dir import ModelDir
+    from training.trainer import Trainer
+
+    model_dir = ModelDir(args.model_dir)
+    config, vocab = resolve_config(args, model_dir)
+    files = expand_corpus(config.train_prefix)
+    if distribute.is_chief(strategy):
+        model_dir.prepare(config, args.vocab or model_dir.vocab_path)
+    print(f"training {model_dir.path}: {len(files)} file(s), {config.n_train_tokens:,} tokens, "
+          f"vocabulary {len(vocab):,} ({'sampled' if config.use_sampled_softmax else 'full'} "
+          f"softmax), {strategy.num_replicas_in_sync} replica(s)", flush=True)
+    trainer = Trainer(config, vocab, model_dir, strategy=strategy, log_every=args.log_every)
+    result = trainer.fit(files, max_steps=args.max_steps, max_minutes=args.max_minutes)
+    if not distribute.is_chief(strategy):
+        return 0
+    resumed = f", resumed from {os.path.basename(result['resumed_from'])}" \
+        if result["resumed_from"] else ""
+    print(f"stopped ({result['stopped']}) at step {result['step']} after {result['epoch']} "
+          f"full epoch(s){resumed}, {result['seconds']:.0f} s; wrote {model_dir.options_path}, "
+          f"{model_dir.weights_path}, {model_dir.checkpoint_dir}/", flush=True)
+    if args.heldout:
+        from training.perplexity import evaluate, format_report
+
+        heldout = expand_corpus(args.heldout)
+        print(format_report(evaluate(trainer.model, heldout, vocab, config),
+                            " ".join(args.heldout)), flush=True)
+    return 0
+
+
+def resolve_config(args, model_dir):
+    """`(TrainingConfig, Vocabulary)` from the saved config / preset, JSON and flags.
+
+    Raises:
+        ValueError: missing --train/--vocab for a new run, an empty corpus, or (resume) a
+            flag that conflicts with the saved config.
+    """
+    from training.config import TrainingConfig, merge_dicts
+    from training.dataset import count_tokens
+    from training.vocabulary import Vocabulary
+    from training.corpus import expand_corpus
+
+    resume = model_dir.has_run()
+    if resume:
+        saved = model_dir.load_config()
+        data = saved.to_dict()
+        if args.size:
+            preset = TrainingConfig.preset(args.size).to_dict()
+            data = merge_dicts(data, {k: v for k, v in preset.items() if k not in _DATA_KEYS})
+    else:
+        if not args.train or not args.vocab:
+            raise ValueError(f"{model_dir.path} is a new model directory: --train and --vocab "
+                             "are required (received "
+                             f"--train={args.train!r}, --vocab={args.vocab!r}).")
+        data = TrainingConfig.preset(args.size or "small").to_dict()
+    if args.config:
+        data = merge_dicts(data, _read_json(args.config))
+    for key in _FLAGS:
+        if getattr(args, key) is not None:
+            data[key] = getattr(args, key)
+
+    vocab = Vocabulary.load(args.vocab or model_dir.vocab_path)
+    if resume and args.vocab and os.path.isfile(model_dir.vocab_path) and \
+            Vocabulary.load(model_dir.vocab_path).tokens != vocab.tokens:
+        raise ValueError(f"--vocab {args.vocab} differs from the vocabulary {model_dir.path} was "
+                         "trained with (vocab.txt); start a new MODEL_DIR or drop --vocab.")
+    data["n_tokens_vocab"] = len(vocab)
+    if args.train:
+        data["train_prefix"] = args.train[0] if len(args.train) == 1 else list(args.train)
+    if not resume:
+        sentences, tokens = count_tokens(expand_corpus(data["train_prefix"]),
+                                         data.get("tokenizer", "whitespace"))
+        if tokens == 0:
+            raise ValueError(f"the training corpus {data['train_prefix']!r} holds no token "
+                             "(expected one sentence per line, tokens separated by spaces).")
+        data["n_train_tokens"] = tokens
+    config = TrainingConfig.from_dict(data)
+    if resume:
+        conflicts = saved.conflicts(config)
+        if conflicts:
+            key, old, new = conflicts[0]
+            more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+            raise ValueError(f"{model_dir.path} was trained with {key}={old!r}; received "
+                             f"{key}={new!r}{more}. Resume with the saved config or use a new "
+                             "MODEL_DIR.")
+    return config, vocab
+
+
+def _read_json(path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--config file not found: {path}")
+    with open(path, encoding="utf-8") as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--config {path} is not valid JSON: {error.msg} at line "
+                             f"{error.lineno}.") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path} must hold a JSON object; received "
+                         f"{type(data).__name__}.")
+    return data

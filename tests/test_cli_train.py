@@ -1,0 +1,144 @@
+"""`keras-elmo train`: bad input is one clear line; kill -9 + restart resumes cleanly."""
+
+import glob
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from cli.main import main
+from keras_elmo.bilm import BiLM
+from keras_elmo.options import BiLMOptions
+from training.config import TrainingConfig
+from training.model_dir import ModelDir
+from training.trainer import Trainer
+from training.vocabulary import Vocabulary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINES = "the cat sat on the mat\na dog ran to the red house\nthe end\n"
+
+
+@pytest.fixture
+def data(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text(LINES * 30)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\nsat\non\nmat\na\ndog\n")
+    return tmp_path, str(corpus), str(vocab)
+
+
+def _error_line(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_bad_inputs_are_one_clear_line(data, capsys):
+    tmp_path, corpus, vocab = data
+    model = str(tmp_path / "model")
+    line = _error_line(capsys, ["train", model, "--train", str(tmp_path / "nope*.txt"),
+                                "--vocab", vocab, "--size", "tiny"])
+    assert "No corpus file matches" in line and "nope*.txt" in line
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    line = _error_line(capsys, ["train", model, "--train", str(empty), "--vocab", vocab,
+                                "--size", "tiny"])
+    assert "holds no token" in line
+    bad_vocab = tmp_path / "bad_vocab.txt"
+    bad_vocab.write_text("the\ncat\n")
+    line = _error_line(capsys, ["train", model, "--train", corpus, "--vocab", str(bad_vocab),
+                                "--size", "tiny"])
+    assert "expected the special token '<S>'" in line
+    line = _error_line(capsys, ["train", model, "--size", "tiny"])
+    assert "--train and --vocab are required" in line
+    assert not os.path.exists(model)  # nothing written for a refused run
+
+
+def _tiny_model_dir(tmp_path, vocab_path, corpus):
+    vocab = Vocabulary.load(vocab_path)
+    config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab),
+                                                   n_train_tokens=10, train_prefix=corpus)
+    model_dir = ModelDir(str(tmp_path / "model"))
+    model_dir.prepare(config, vocab_path)
+    Trainer(config, vocab, model_dir, stream=io.StringIO()).save()
+    return model_dir
+
+
+def test_resume_refuses_conflicting_config_and_damaged_checkpoints(data, capsys):
+    tmp_path, corpus, vocab = data
+    model_dir = _tiny_model_dir(tmp_path, vocab, corpus)
+    line = _error_line(capsys, ["train", model_dir.path, "--train", corpus,
+                                "--batch-tokens", "512"])
+    assert "was trained with batch_tokens=256; received batch_tokens=512" in line
+    line = _error_line(capsys, ["train", model_dir.path, "--size", "small"])
+    assert "was trained with" in line
+    line = _error_line(capsys, ["train", model_dir.path, "--train", str(tmp_path / "*.txt")])
+    assert "was trained with train_prefix=" in line
+    # A data file cut short: restoring it fails with one line.
+    data_file = glob.glob(os.path.join(model_dir.checkpoint_dir, "ckpt-0.data*"))[0]
+    with open(data_file, "r+b") as f:
+        f.truncate(100)
+    line = _error_line(capsys, ["train", model_dir.path, "--train", corpus])
+    assert line.startswith("keras-elmo train: error: cannot restore checkpoint")
+    # The index named by the `checkpoint` file is gone.
+    os.remove(os.path.join(model_dir.checkpoint_dir, "ckpt-0.index"))
+    line = _error_line(capsys, ["train", model_dir.path])
+    assert "is damaged" in line and "ckpt-0.index is missing" in line
+
+
+def _read_back(model_dir):
+    """Every file of the model directory must parse."""
+    config = model_dir.load_config()
+    Vocabulary.load(model_dir.vocab_path)
+    state = tf.train.get_checkpoint_state(model_dir.checkpoint_dir)
+    for path in state.all_model_checkpoint_paths:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    BiLM.from_weights(model_dir.options_path, model_dir.weights_path)
+    assert BiLMOptions.from_file(model_dir.options_path) == config.options
+    for events in glob.glob(os.path.join(model_dir.logs_dir, "*tfevents*")):
+        for _ in tf.data.TFRecordDataset(events):
+            pass
+
+
+@pytest.mark.slow
+def test_kill_9_then_restart_resumes_from_the_last_checkpoint(data):
+    tmp_path, corpus, vocab = data
+    model_dir = ModelDir(str(tmp_path / "model"))
+    command = [sys.executable, "-m", "cli.main", "train", model_dir.path, "--train", corpus,
+               "--vocab", vocab, "--size", "tiny", "--epochs", "1000", "--checkpoint-every", "10",
+               "--log-every", "10"]
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    first = subprocess.Popen(["timeout", "-k", "5", "240"] + command + ["--max-steps", "100000"],
+                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    state_file = os.path.join(model_dir.checkpoint_dir, "checkpoint")
+    deadline = time.monotonic() + 200
+    while not os.path.exists(state_file) and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)  # the whole group: timeout and python
+    first.wait()
+    assert os.path.exists(state_file), "no checkpoint appeared before the deadline"
+    saved_step = int(tf.train.latest_checkpoint(model_dir.checkpoint_dir).rsplit("-", 1)[1])
+    assert saved_step >= 10 and not os.path.exists(model_dir.weights_path)
+
+    target = saved_step + 25
+    second = subprocess.run(["timeout", "-k", "5", "240"] + command +
+                            ["--max-steps", str(target)],
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"resumed from ckpt-{saved_step}" in second.stdout
+    assert f"stopped (max_steps) at step {target}" in second.stdout
+    steps = [int(line.split()[1]) for line in second.stdout.splitlines()
+             if line.startswith("step ")]
+    assert steps and min(steps) > saved_step  # continued, did not start from 0
+    assert tf.train.latest_checkpoint(model_dir.checkpoint_dir).endswith(f"ckpt-{target}")
+    _read_back(model_dir)

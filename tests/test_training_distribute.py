@@ -1,0 +1,135 @@
+"""tf.distribute: two logical CPUs == one device; a two-worker job on 127.0.0.1 completes.
+
+Each case runs in its own process: logical devices must be set before any TF op, and
+multi-worker collectives must never outlive a test (`timeout -k`).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from training.distribute import cluster_size
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MIRRORED_SCRIPT = r'''
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import numpy as np
+from keras_elmo.characters import batch_to_ids
+from training.config import TrainingConfig
+from training.model_dir import ModelDir
+from training.trainer import Trainer
+from training.vocabulary import Vocabulary
+
+vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + list("abcdefgh"))
+config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab), dropout=0.0)
+a = [["<S>", "a", "b", "c", "</S>"], ["<S>", "d", "</S>"]]
+b = [["<S>", "e", "f", "</S>"], ["<S>", "g", "h", "zz", "a", "</S>"], ["<S>", "b", "</S>"]]
+
+def batch(sentences, length):
+    ids = batch_to_ids(sentences)
+    ids = np.pad(ids, ((0, 0), (0, length - ids.shape[1]), (0, 0)))
+    tokens = np.zeros(ids.shape[:2], np.int32)
+    for i, s in enumerate(sentences):
+        tokens[i, :len(s)] = vocab.encode(s)
+    return {"char_ids": ids, "token_ids": tokens}
+
+def one_step(strategy, per_replica, weights):
+    trainer = Trainer(config, vocab, ModelDir(sys.argv[1]), strategy=strategy)
+    if weights is not None:
+        trainer.model.set_weights(weights)
+    start = trainer.model.get_weights()
+    spec = {"char_ids": tf.TensorSpec((None, None, 50), tf.int32),
+            "token_ids": tf.TensorSpec((None, None), tf.int32)}
+    dataset = strategy.distribute_datasets_from_function(
+        lambda _: tf.data.Dataset.from_generator(lambda: iter(per_replica), output_signature=spec))
+    results = [trainer.train_step(x, dataset.element_spec) for x in dataset]
+    sums, tokens, _ = results[0]
+    loss = 0.5 * float(sums["forward"] + sums["backward"]) / float(sums["count"])
+    return start, loss, trainer.model.get_weights(), len(results), int(tokens)
+
+two = tf.distribute.MirroredStrategy()  # every local device: the two logical CPUs
+start, loss2, after2, steps2, tokens2 = one_step(two, [batch(a, 5), batch(b, 6)], None)
+one = tf.distribute.MirroredStrategy(devices=["/cpu:0"])
+_, loss1, after1, steps1, tokens1 = one_step(one, [batch(a + b, 6)], start)
+print(json.dumps({"replicas": two.num_replicas_in_sync, "loss1": loss1, "loss2": loss2,
+                  "steps": [steps1, steps2], "tokens": [tokens1, tokens2],
+                  "weight_diff": max(float(np.abs(x - y).max()) for x, y in zip(after1, after2)),
+                  "update": max(float(np.abs(x - y).max()) for x, y in zip(start, after1))}))
+'''
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cluster_size_reads_tf_config():
+    assert cluster_size("") == 1
+    assert cluster_size(json.dumps({"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]},
+                                    "task": {"type": "chief", "index": 0}})) == 3
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        cluster_size("{not json")
+
+
+@pytest.mark.slow
+def test_two_logical_cpus_give_the_loss_and_update_of_one_device(tmp_path):
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED_SCRIPT)
+    out = subprocess.run(["timeout", "-k", "10", "240", sys.executable, str(script),
+                          str(tmp_path / "model")], capture_output=True, text=True, env=_env(),
+                         cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == 2 and result["steps"] == [1, 1]
+    assert result["tokens"] == [21, 21]
+    assert abs(result["loss1"] - result["loss2"]) < 1e-5
+    assert result["update"] > 1e-3  # the step changed the weights...
+    assert result["weight_diff"] < 1e-5  # ...identically on one and on two devices
+
+
+@pytest.mark.slow
+def test_two_workers_on_localhost_complete_a_few_steps(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("the cat sat on the mat\na dog ran to the red house\nthe end\n" * 20)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\nsat\non\nmat\na\ndog\n")
+    ports = [_free_port(), _free_port()]
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(2):
+        env = _env()
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                       "task": {"type": "worker", "index": index}})
+        processes.append(subprocess.Popen(
+            ["timeout", "-k", "10", "240", sys.executable, "-m", "cli.main", "train",
+             str(tmp_path / "model"), "--train", str(corpus), "--vocab", str(vocab),
+             "--size", "tiny", "--epochs", "20", "--max-steps", "4", "--checkpoint-every", "2",
+             "--log-every", "1"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate() for p in processes]
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    chief_out = outputs[0][0]
+    assert "2 replica(s)" in chief_out and "step 4 |" in chief_out
+    assert "stopped (max_steps) at step 4" in chief_out
+    assert "step 4 |" in outputs[1][0]
+    model = tmp_path / "model"
+    assert sorted(os.listdir(model / "checkpoints")) == [
+        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+        "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    assert (model / "weights.hdf5").is_file() and not (model / ".workers").exists()

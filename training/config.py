@@ -1,0 +1,228 @@
+"""`TrainingConfig`: every hyper-parameter of a biLM training run, in one object.
+
+The config is saved as `MODEL_DIR/options.json` in the options.json shape of ELMO_SPEC.md
+section 6: the architecture under `"lstm"` / `"char_cnn"` (written by `BiLMOptions`), the
+training keys at the top level, bilm-tf's names where bilm-tf has one (`n_tokens_vocab`,
+`batch_size`, `dropout`, `n_negative_samples_batch`, `all_clip_norm_val`, `n_epochs`,
+`n_train_tokens`, `bidirectional`). `BiLMOptions.from_file` reads the same file (it keeps the
+training keys in `extra`), so the trained model loads with `BiLM.from_weights`.
+
+Example:
+>>> config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=50)
+>>> TrainingConfig.from_dict(config.to_dict()) == config
+True
+"""
+
+import dataclasses
+import json
+import os
+
+from keras_elmo.options import BiLMOptions
+
+#: Presets of `keras-elmo train --size`: architecture + training defaults.
+SIZES = ("tiny", "small", "published")
+#: Tokenisers of the input lines (see `training.dataset.tokenize_lines`).
+TOKENIZERS = ("whitespace", "unicode-script")
+#: Optimizers of `keras-elmo train --optimizer`.
+OPTIMIZERS = ("adagrad", "adam")
+#: Keys a resumed run may change; every other saved key must match.
+RESUMABLE_KEYS = ("n_epochs", "checkpoint_every_steps", "keep_checkpoints")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Architecture and training hyper-parameters of a biLM.
+
+    Args:
+        options: `BiLMOptions`, the architecture (its `extra` is ignored here).
+        n_tokens_vocab: int, softmax size = vocabulary size (set from the vocab file).
+        batch_tokens: int, token budget of one batch per replica: sentences of similar
+            length are grouped so that `sentences * padded_length <= batch_tokens`
+            (boundary tokens `<S>`/`</S>` included).
+        batch_size: int, at most this many sentences per batch per replica.
+        max_sentence_tokens: int, longer sentences are cut into chunks of at most this many
+            tokens; each chunk is trained as its own sentence `<S> chunk </S>`.
+        dropout: float, on every LSTM layer's input and on the top output (0.1 published).
+        n_negative_samples_batch: int, sampled-softmax negatives per batch (8192 published;
+            capped at `n_tokens_vocab - 1`).
+        full_softmax_max_vocab: int, vocabularies up to this size train with the full
+            softmax, larger ones with the sampled softmax. Evaluation is always full.
+        optimizer: `"adagrad"` (the published recipe, with `initial_accumulator_value`) or
+            `"adam"` (converges in far fewer steps; the `small` preset's choice for
+            minutes-long CPU runs).
+        learning_rate: float, learning rate (Adagrad 0.2 published).
+        initial_accumulator_value: float, Adagrad accumulator start (1.0).
+        all_clip_norm_val: float, clip of the global gradient norm (10.0).
+        n_epochs: int, passes over the corpus.
+        n_train_tokens: int or None, whitespace tokens of the corpus (counted at start).
+        bidirectional: bool, must be True (forward + backward objective).
+        tokenizer: `"whitespace"` (pre-tokenised lines, split as Python's `str.split`) or
+            `"unicode-script"` (raw text, tensorflow-text `UnicodeScriptTokenizer`).
+        shuffle_buffer: int, sentences in the shuffle buffer.
+        seed: int, shuffling seed; epoch `e` uses `seed + e`, so a resumed run sees the
+            same order.
+        train_prefix: str or None, the corpus glob.
+        checkpoint_every_steps: int, steps between checkpoints.
+        keep_checkpoints: int, checkpoints kept on disk.
+    """
+
+    options: BiLMOptions = dataclasses.field(default_factory=BiLMOptions.small)
+    n_tokens_vocab: int = None
+    batch_tokens: int = 2560
+    batch_size: int = 128
+    max_sentence_tokens: int = 100
+    dropout: float = 0.1
+    n_negative_samples_batch: int = 8192
+    full_softmax_max_vocab: int = 16384
+    optimizer: str = "adagrad"
+    learning_rate: float = 0.2
+    initial_accumulator_value: float = 1.0
+    all_clip_norm_val: float = 10.0
+    n_epochs: int = 10
+    n_train_tokens: int = None
+    bidirectional: bool = True
+    tokenizer: str = "whitespace"
+    shuffle_buffer: int = 10000
+    seed: int = 0
+    train_prefix: str = None
+    checkpoint_every_steps: int = 500
+    keep_checkpoints: int = 3
+
+    def __post_init__(self):
+        if not isinstance(self.options, BiLMOptions):
+            raise ValueError(f"options must be a BiLMOptions; received {type(self.options).__name__}.")
+        for name in ("batch_tokens", "batch_size", "max_sentence_tokens", "n_negative_samples_batch",
+                     "full_softmax_max_vocab", "n_epochs", "shuffle_buffer",
+                     "checkpoint_every_steps", "keep_checkpoints"):
+            _check_int(name, getattr(self, name), minimum=1)
+        for name in ("n_tokens_vocab", "n_train_tokens"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), minimum=0)
+        if self.n_tokens_vocab is not None and self.n_tokens_vocab < 4:
+            raise ValueError("n_tokens_vocab must be >= 4 (<S>, </S>, <UNK> and a word); "
+                             f"received {self.n_tokens_vocab}.")
+        _check_int("seed", self.seed, minimum=0)
+        if self.batch_tokens < self.max_sentence_tokens + 2:
+            raise ValueError(
+                f"batch_tokens must hold one longest chunk (max_sentence_tokens + 2 = "
+                f"{self.max_sentence_tokens + 2} tokens); received batch_tokens={self.batch_tokens}.")
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); received {self.dropout}.")
+        for name in ("learning_rate", "all_clip_norm_val"):
+            if not float(getattr(self, name)) > 0:
+                raise ValueError(f"{name} must be > 0; received {getattr(self, name)}.")
+        if float(self.initial_accumulator_value) < 0:
+            raise ValueError("initial_accumulator_value must be >= 0; received "
+                             f"{self.initial_accumulator_value}.")
+        if self.bidirectional is not True:
+            raise ValueError("keras-elmo trains bidirectional biLMs only; received "
+                             f"bidirectional={self.bidirectional!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}; received {self.optimizer!r}.")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {TOKENIZERS}; received {self.tokenizer!r}.")
+
+    # --- derived -----------------------------------------------------------------------------
+    @property
+    def use_sampled_softmax(self):
+        """True when training uses the sampled softmax (vocabulary above the threshold)."""
+        return self.n_tokens_vocab is not None and self.n_tokens_vocab > self.full_softmax_max_vocab
+
+    @property
+    def num_sampled(self):
+        """Negatives of the sampled softmax: `n_negative_samples_batch`, below the vocab size."""
+        if self.n_tokens_vocab is None:
+            return self.n_negative_samples_batch
+        return min(self.n_negative_samples_batch, self.n_tokens_vocab - 1)
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # --- presets -----------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, size):
+        """`"tiny"` (tests), `"small"` (README: minutes on 2 CPU cores) or `"published"`."""
+        if size == "tiny":
+            return cls(options=BiLMOptions.tiny(), batch_tokens=256, batch_size=32,
+                       max_sentence_tokens=40, n_negative_samples_batch=64,
+                       full_softmax_max_vocab=1024, n_epochs=1, shuffle_buffer=1000,
+                       checkpoint_every_steps=50)
+        if size == "small":
+            return cls(options=BiLMOptions.small(), batch_tokens=2560, batch_size=128,
+                       n_negative_samples_batch=2048, full_softmax_max_vocab=8192,
+                       n_epochs=5, checkpoint_every_steps=200)
+        if size == "published":
+            return cls(options=BiLMOptions.published(), batch_tokens=2560, batch_size=128,
+                       n_negative_samples_batch=8192, full_softmax_max_vocab=16384,
+                       n_epochs=10, checkpoint_every_steps=1000)
+        raise ValueError(f"size must be one of {SIZES}; received {size!r}.")
+
+    # --- options.json ------------------------------------------------------------------------
+    def to_dict(self):
+        """The options.json structure: architecture sections + training keys."""
+        result = self.options.to_dict()
+        for key in _training_keys():
+            result[key] = getattr(self, key)
+        return result
+
+    @classmethod
+    def from_dict(cls, data):
+        """Reads the options.json structure; missing training keys take the defaults."""
+        options = BiLMOptions.from_dict(data)
+        known = _training_keys()
+        training = {k: v for k, v in options.extra.items() if k in known}
+        architecture = dataclasses.replace(
+            options, extra={k: v for k, v in options.extra.items() if k not in known})
+        return cls(options=architecture, **training)
+
+    @classmethod
+    def from_file(cls, path):
+        """Reads an options.json written by `save` (or a bilm-tf training options file)."""
+        options = BiLMOptions.from_file(path)  # clear errors for missing file / bad JSON
+        return cls.from_dict(options.to_dict())
+
+    def save(self, path):
+        """Writes options.json atomically (a killed run never leaves half a file)."""
+        from training.corpus import atomic_writer
+
+        with atomic_writer(os.fspath(path)) as handle:
+            json.dump(self.to_dict(), handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+
+    def conflicts(self, other):
+        """`[(key, self_value, other_value)]` of differing keys, `RESUMABLE_KEYS` excepted."""
+        mine, theirs = _flatten(self.to_dict()), _flatten(other.to_dict())
+        keys = sorted(set(mine) | set(theirs))
+        return [(k, mine.get(k), theirs.get(k)) for k in keys
+                if k not in RESUMABLE_KEYS and mine.get(k) != theirs.get(k)]
+
+
+def merge_dicts(base, override):
+    """Deep merge of two options.json-shaped dicts (`override` wins), for partial JSON files."""
+    result = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merge_dicts(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def _training_keys():
+    return tuple(f.name for f in dataclasses.fields(TrainingConfig) if f.name != "options")
+
+
+def _flatten(data, prefix=""):
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = json.loads(json.dumps(value))  # tuples -> lists
+    return flat
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; received {value!r}.")

@@ -1,0 +1,186 @@
+"""The tf.data input pipeline of biLM training: text files -> batches of whole sentences.
+
+Batches hold whole sentences, not fixed windows. The keras-elmo biLM is stateless (every
+sentence starts from zero state), so training on whole sentences trains exactly the model
+that is used later. Steps, all inside tf.data:
+
+1. files (a sorted list of one-sentence-per-line shards) are shuffled with seed
+   `seed + epoch` and read interleaved; lines go through a seeded shuffle buffer, so a
+   resumed run sees the same order for the same epoch;
+2. each line is tokenised in-graph (`tokenize_lines`): pre-tokenised text is split on
+   whitespace exactly as Python's `str.split()` does (the vocabulary is counted that way),
+   raw text with tensorflow-text's `UnicodeScriptTokenizer`; blank lines are dropped;
+3. a sentence longer than `max_sentence_tokens` is cut into consecutive chunks of at most
+   that many tokens and each chunk is trained as its own sentence;
+4. each sentence becomes `<S> t1 ... tn </S>` and sentences of similar length are batched
+   with a token budget (`bucket_by_sequence_length`): `sentences * padded_length <=
+   batch_tokens`, at most `batch_size` sentences;
+5. tokens become char ids (`keras_elmo.characters.tf_padded_char_ids`, padding rows all zero)
+   and vocabulary ids (out-of-vocabulary -> `<UNK>`).
+
+Example:
+>>> dataset = make_dataset(["train.txt"], vocab, config, epoch=0)
+>>> batch = next(iter(dataset))
+>>> batch["char_ids"].shape, batch["token_ids"].shape  # (B, T, 50), (B, T)
+"""
+
+import tensorflow as tf
+
+from keras_elmo import constants
+from keras_elmo.characters import tf_padded_char_ids
+
+#: Every character Python's `str.isspace()` accepts (what `str.split()` splits on).
+_PYTHON_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_WHITESPACE_PATTERN = "[" + "".join(f"\\x{{{ord(c):04x}}}" for c in _PYTHON_WHITESPACE) + "]+"
+#: Lines tokenised per tf.data map call.
+_LINES_PER_MAP = 256
+
+
+def tokenize_lines(lines, tokenizer="whitespace"):
+    """Splits lines into tokens, in-graph: tf.string `(N,)` -> `tf.RaggedTensor` `(N, (n))`.
+
+    Args:
+        lines: tf.string `(N,)`, one sentence per line.
+        tokenizer: `"whitespace"`: the line is already tokenised; split on every Unicode
+            whitespace (`\\u00a0` and `\\u3000` included), as Python's `str.split()`.
+            `"unicode-script"`: raw text; tensorflow-text `UnicodeScriptTokenizer` splits
+            on whitespace and between scripts/punctuation ("hello," -> "hello", ",").
+
+    Example:
+    >>> tokenize_lines(tf.constant(["a\\u00a0b  c"])).to_list()
+    [[b'a', b'b', b'c']]
+    """
+    lines = tf.convert_to_tensor(lines, tf.string)
+    if tokenizer == "whitespace":
+        spaced = tf.strings.regex_replace(lines, _WHITESPACE_PATTERN, " ")
+        return tf.strings.split(spaced)  # sep=None: drops empty tokens
+    if tokenizer == "unicode-script":
+        import tensorflow_text
+
+        return tensorflow_text.UnicodeScriptTokenizer(keep_whitespace=False).tokenize(lines)
+    raise ValueError("tokenizer must be 'whitespace' or 'unicode-script'; "
+                     f"received {tokenizer!r}.")
+
+
+def chunk_sentences(sentences, max_tokens):
+    """Cuts every sentence into chunks of at most `max_tokens`; drops empty sentences.
+
+    Args:
+        sentences: `tf.RaggedTensor` `(N, (n))` of tokens.
+        max_tokens: int, chunk length.
+
+    Returns:
+        `tf.RaggedTensor` `(num_chunks, (m))` with `1 <= m <= max_tokens`, in order.
+
+    Example:
+    >>> chunk_sentences(tf.ragged.constant([["a", "b", "c"], []]), 2).to_list()
+    [[b'a', b'b'], [b'c']]
+    """
+    lengths = tf.cast(sentences.row_lengths(), tf.int32)  # (N,)
+    num_chunks = (lengths + max_tokens - 1) // max_tokens  # (N,), 0 for an empty sentence
+    chunk_index = tf.ragged.range(num_chunks).flat_values  # (num_chunks,)
+    parent_length = tf.repeat(lengths, num_chunks)  # (num_chunks,)
+    chunk_lengths = tf.minimum(max_tokens, parent_length - chunk_index * max_tokens)
+    return tf.RaggedTensor.from_row_lengths(sentences.flat_values, chunk_lengths)
+
+
+def bucket_boundaries(max_length):
+    """Padded-length bucket edges for sentences of 3 .. `max_length` tokens (boundaries incl.)."""
+    edges, edge, step = [], 4, 2
+    while edge <= max_length:
+        edges.append(edge)
+        step = max(2, edge // 8)
+        edge += step
+    return edges
+
+
+def read_lines(files, shuffle, seed=0, shuffle_buffer=1):
+    """Lines of the files: shuffled files interleaved + a seeded line buffer, or in order."""
+    files_ds = tf.data.Dataset.from_tensor_slices(list(files))
+    if not shuffle:
+        return files_ds.flat_map(tf.data.TextLineDataset)
+    files_ds = files_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=False)
+    lines = files_ds.interleave(tf.data.TextLineDataset, cycle_length=min(len(files), 8),
+                                block_length=16)
+    return lines.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
+
+
+def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, input_context=None):
+    """Batches of one epoch over `files`, as described in the module docstring.
+
+    Args:
+        files: list of str, one-sentence-per-line text files.
+        vocab: `training.vocabulary.Vocabulary` (target ids; OOV -> `<UNK>`).
+        config: `training.config.TrainingConfig` (tokenizer, chunk length, batch budget,
+            shuffle buffer, seed, char length).
+        epoch: int, selects the shuffling seed `config.seed + epoch`.
+        shuffle: bool, False for evaluation (files and lines in order).
+        skip_batches: int, batches of this epoch already consumed (resume); counted over
+            the whole job, before sharding.
+        input_context: `tf.distribute.InputContext` or None; with several input pipelines
+            each keeps every `num_input_pipelines`-th batch.
+
+    Returns:
+        `tf.data.Dataset` of dicts `{"char_ids": int32 (B, T, max_chars), "token_ids": int32
+        (B, T)}`: `T` includes `<S>` and `</S>`; padded positions have all-zero char ids and
+        token id 0.
+    """
+    if not files:
+        raise ValueError("make_dataset needs at least one corpus file; received none.")
+    max_length = config.max_sentence_tokens + 2
+    lines = read_lines(files, shuffle, config.seed + epoch, config.shuffle_buffer)
+    tokenizer = config.tokenizer
+
+    def split(batch_of_lines):  # (n,) -> ragged (chunks, (m))
+        return chunk_sentences(tokenize_lines(batch_of_lines, tokenizer),
+                               config.max_sentence_tokens)
+
+    sentences = lines.batch(_LINES_PER_MAP).map(split).unbatch()  # (m,) tf.string each
+
+    def add_boundaries(tokens):  # (m,) -> (m + 2,)
+        return tf.concat([[constants.BOS_TOKEN], tokens, [constants.EOS_TOKEN]], axis=0)
+
+    sentences = sentences.map(add_boundaries)
+    edges = bucket_boundaries(max_length)
+    largest = [edge - 1 for edge in edges] + [max_length]  # longest sentence per bucket
+    sizes = [max(1, min(config.batch_size, config.batch_tokens // n)) for n in largest]
+    batches = sentences.bucket_by_sequence_length(
+        lambda tokens: tf.shape(tokens)[0], bucket_boundaries=edges, bucket_batch_sizes=sizes,
+        padded_shapes=[None], padding_values=b"", drop_remainder=False)  # (B, T) tf.string
+    if skip_batches:
+        batches = batches.skip(skip_batches)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        batches = batches.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+    table = vocabulary_table(vocab)
+    max_chars = config.options.max_characters_per_token
+
+    def to_ids(tokens):  # (B, T) tf.string -> dict
+        is_token = tf.not_equal(tokens, "")
+        token_ids = tf.where(is_token, tf.cast(table.lookup(tokens), tf.int32), 0)
+        return {"char_ids": tf_padded_char_ids(tokens, max_chars), "token_ids": token_ids}
+
+    return batches.map(to_ids, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+
+def vocabulary_table(vocab):
+    """`tf.lookup.StaticHashTable` token -> id (int64), unknown tokens -> `vocab.unk_id`."""
+    tokens = tf.constant(vocab.tokens, tf.string)
+    ids = tf.range(len(vocab), dtype=tf.int64)
+    initializer = tf.lookup.KeyValueTensorInitializer(tokens, ids)
+    return tf.lookup.StaticHashTable(initializer, default_value=vocab.unk_id)
+
+
+def count_tokens(files, tokenizer="whitespace"):
+    """`(sentences, tokens)` of the corpus as the pipeline tokenises it (blank lines skipped)."""
+    lines = read_lines(files, shuffle=False).batch(4096)
+
+    def counts(batch):
+        lengths = tokenize_lines(batch, tokenizer).row_lengths()  # (n,) int64
+        return tf.stack([tf.math.count_nonzero(lengths), tf.reduce_sum(lengths)])
+
+    total = lines.map(counts).reduce(tf.zeros(2, tf.int64), lambda a, b: a + b)
+    return int(total[0]), int(total[1])

@@ -1,0 +1,176 @@
+"""The model directory of a training run, and its checkpoints.
+
+Layout (written by `keras-elmo train MODEL_DIR`):
+
+    MODEL_DIR/options.json    the full config (`TrainingConfig.to_dict()`), options.json shape
+    MODEL_DIR/vocab.txt       the vocabulary, copied
+    MODEL_DIR/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, epoch and
+                              the batches consumed in the current epoch (the data position)
+    MODEL_DIR/logs/           TensorBoard scalars
+    MODEL_DIR/weights.hdf5    at the end of every run: the published layout (ELMO_SPEC.md
+                              section 6), readable with `BiLM.from_weights(options.json, ...)`
+
+Every file is written atomically (temporary file + rename, or CheckpointManager's own
+protocol), so a killed run leaves the previous complete version, never half a file.
+
+Example:
+>>> model_dir = ModelDir("runs/small")
+>>> model_dir.has_run()
+False
+"""
+
+import os
+import shutil
+
+import tensorflow as tf
+
+from training.config import TrainingConfig
+
+
+class ModelDir:
+    """Paths and files of one training run's directory.
+
+    Args:
+        path: str, the directory (created by `prepare`).
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    @property
+    def options_path(self):
+        return os.path.join(self.path, "options.json")
+
+    @property
+    def vocab_path(self):
+        return os.path.join(self.path, "vocab.txt")
+
+    @property
+    def checkpoint_dir(self):
+        return os.path.join(self.path, "checkpoints")
+
+    @property
+    def logs_dir(self):
+        return os.path.join(self.path, "logs")
+
+    @property
+    def weights_path(self):
+        return os.path.join(self.path, "weights.hdf5")
+
+    def has_run(self):
+        """True when a previous run saved its config here (so `train` resumes)."""
+        return os.path.isfile(self.options_path)
+
+    def load_config(self):
+        """The saved `TrainingConfig`."""
+        return TrainingConfig.from_file(self.options_path)
+
+    def prepare(self, config, vocab_path):
+        """Creates the directory, writes options.json and copies the vocabulary."""
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise ValueError(f"model directory {self.path} exists and is not a directory.")
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+        os.makedirs(self.logs_dir, exist_ok=True)
+        if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
+            _atomic_copy(vocab_path, self.vocab_path)
+        config.save(self.options_path)
+
+    def latest_checkpoint(self):
+        """Path prefix of the newest complete checkpoint, or None.
+
+        Raises:
+            ValueError: when the checkpoint state names a checkpoint whose files are
+                missing (a damaged directory).
+        """
+        if not os.path.isdir(self.checkpoint_dir):
+            return None
+        try:
+            state = tf.train.get_checkpoint_state(self.checkpoint_dir)
+        except Exception as error:  # a damaged `checkpoint` text file
+            raise ValueError(f"checkpoint directory {self.checkpoint_dir} is damaged: cannot "
+                             f"read its 'checkpoint' index ({type(error).__name__}); remove "
+                             "the directory to start over.") from None
+        if state is None or not state.model_checkpoint_path:
+            return None
+        path = state.model_checkpoint_path
+        if not os.path.isabs(path):
+            path = os.path.join(self.checkpoint_dir, path)
+        if not tf.io.gfile.glob(path + ".index"):
+            raise ValueError(f"checkpoint directory {self.checkpoint_dir} is damaged: its index "
+                             f"names {os.path.basename(path)} but {path}.index is missing; "
+                             "remove the directory to start over.")
+        return path
+
+    def load_model(self):
+        """`(config, vocab, LanguageModel)` with the newest checkpoint's weights.
+
+        Raises:
+            FileNotFoundError: no options.json / vocab.txt / checkpoint in the directory.
+        """
+        from training.language_model import LanguageModel
+        from training.vocabulary import Vocabulary
+
+        if not self.has_run():
+            raise FileNotFoundError(f"{self.options_path} not found: expected a model directory "
+                                    "written by `keras-elmo train`.")
+        if not os.path.isfile(self.vocab_path):
+            raise FileNotFoundError(f"{self.vocab_path} not found: expected the vocabulary "
+                                    "copied by `keras-elmo train`.")
+        config, vocab = self.load_config(), Vocabulary.load(self.vocab_path)
+        path = self.latest_checkpoint()
+        if path is None:
+            raise FileNotFoundError(f"no checkpoint in {self.checkpoint_dir}: train the model "
+                                    "first (`keras-elmo train`).")
+        model = LanguageModel.from_training_config(config)
+        try:
+            status = tf.train.Checkpoint(model=_flat(model.variables)).restore(path)
+            status.expect_partial()  # the optimizer's slots are not needed here
+            status.assert_existing_objects_matched()
+        except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
+            raise ValueError(f"cannot restore checkpoint {path}: "
+                             f"{str(error).strip().splitlines()[0][:300]}") from None
+        return config, vocab, model
+
+    def write_weights(self, bilm):
+        """Writes weights.hdf5 in the published layout (atomically; options.json is ours)."""
+        from keras_elmo.weight_file import save_bilm_weights
+
+        save_bilm_weights(bilm, self.weights_path)
+
+
+def make_checkpoint(model, optimizer, **counters):
+    """A `tf.train.Checkpoint` of every model and optimizer variable.
+
+    Variables are saved flat, keyed by their position and short name
+    (`"0001_conv_0_kernel"`): this depends neither on how the layers store their children
+    nor on the process-wide unique names Keras gives (`adagrad_1`, `seed_generator_3`).
+
+    Args:
+        model: a Keras model (its `variables`, seed states included).
+        optimizer: a built Keras optimizer.
+        **counters: further `tf.Variable`s (`step`, `epoch`, `batches_in_epoch`).
+    """
+    return tf.train.Checkpoint(model=_flat(model.variables),
+                               optimizer=_flat(optimizer.variables), **counters)
+
+
+def restore(checkpoint, path):
+    """Restores `checkpoint` from `path`; a damaged or mismatched file is one clear error."""
+    try:
+        checkpoint.restore(path).assert_existing_objects_matched()
+    except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"cannot restore checkpoint {path}: {first[:300]}") from None
+
+
+def _flat(variables):
+    """`{"0000_char_embeddings": tf.Variable, ...}` in the variables' order."""
+    return {f"{index:04d}_{variable.name}": getattr(variable, "value", variable)
+            for index, variable in enumerate(variables)}
+
+
+def _atomic_copy(source, target):
+    from training.corpus import atomic_writer
+
+    with open(source, "rb") as src, atomic_writer(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)

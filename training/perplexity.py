@@ -1,0 +1,92 @@
+"""Held-out perplexity of a trained biLM, with the full softmax.
+
+Every held-out sentence is read as in training (same tokenizer, long sentences cut into
+chunks of `max_sentence_tokens`, each chunk framed `<S> ... </S>`), in file order, without
+dropout. For n words a sentence has n + 1 targets per direction: the forward LM predicts
+`t1 ... tn </S>`, the backward LM `<S> t1 ... tn`, so `</S>` and `<S>` are counted, and
+out-of-vocabulary words are predicted as `<UNK>`.
+
+    forward perplexity  = exp(sum forward NLL / targets)
+    backward perplexity = exp(sum backward NLL / targets)
+    average perplexity  = exp(0.5 * (forward mean NLL + backward mean NLL))
+                        = sqrt(forward perplexity * backward perplexity)
+
+Example:
+>>> result = evaluate_model_dir("runs/small", ["heldout.txt"])
+>>> sorted(result)
+['average', 'backward', 'forward', 'sentences', 'targets']
+"""
+
+import math
+
+import tensorflow as tf
+
+from training.dataset import make_dataset
+
+#: Upper bound on `batch rows x length x vocab` logits held at once (128 MB of float32).
+_MAX_LOGITS = 2 ** 25
+
+
+def evaluate(model, files, vocab, config):
+    """Full-softmax perplexities of `model` on `files`.
+
+    Args:
+        model: `training.language_model.LanguageModel`.
+        files: list of str, one-sentence-per-line held-out files.
+        vocab: the model's `Vocabulary`.
+        config: the model's `TrainingConfig` (tokenizer, chunk length, batch budget).
+
+    Returns:
+        dict: `forward`, `backward`, `average` perplexities (floats), `targets` (targets
+        per direction), `sentences` (sentence chunks read).
+
+    Raises:
+        ValueError: when the files hold no token.
+    """
+    budget = max(config.max_sentence_tokens + 2,
+                 min(config.batch_tokens, _MAX_LOGITS // max(len(vocab), 1)))
+    eval_config = config.replace(batch_tokens=budget, batch_size=max(1, budget // 3))
+    dataset = make_dataset(files, vocab, eval_config, shuffle=False)
+
+    @tf.function(input_signature=[dataset.element_spec])
+    def batch_sums(batch):
+        sums = model.nll_sums(batch["char_ids"], batch["token_ids"], training=False,
+                              sampled=False)
+        rows = tf.math.count_nonzero(batch["char_ids"][:, 0, 0], dtype=tf.int64)
+        return sums["forward"], sums["backward"], sums["count"], rows
+
+    forward = backward = count = 0.0
+    sentences = 0
+    for batch in dataset:
+        f, b, c, rows = batch_sums(batch)
+        forward += float(f)
+        backward += float(b)
+        count += float(c)
+        sentences += int(rows)
+    if count == 0:
+        raise ValueError(f"the held-out files {list(files)} contain no token; expected "
+                         "one sentence per line.")
+    forward_nll, backward_nll = forward / count, backward / count
+    return {"forward": math.exp(forward_nll), "backward": math.exp(backward_nll),
+            "average": math.exp(0.5 * (forward_nll + backward_nll)),
+            "targets": int(count), "sentences": sentences}
+
+
+def evaluate_model_dir(model_dir, files):
+    """Loads a model directory's newest checkpoint and evaluates it on `files`."""
+    from training.model_dir import ModelDir
+
+    directory = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
+    config, vocab, model = directory.load_model()
+    return evaluate(model, files, vocab, config)
+
+
+def format_report(result, heldout):
+    """The lines `keras-elmo perplexity` prints."""
+    return "\n".join([
+        f"held-out: {heldout} ({result['sentences']:,} sentences, {result['targets']:,} "
+        "targets per direction, </S> and <S> included)",
+        f"forward perplexity:  {result['forward']:.2f}",
+        f"backward perplexity: {result['backward']:.2f}",
+        f"average perplexity:  {result['average']:.2f}",
+    ])

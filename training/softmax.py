@@ -1,0 +1,82 @@
+"""`SharedSoftmax`: the word-level output layer shared by the forward and backward LMs.
+
+`p(w | h) = softmax(h W^T + b)_w` with `W` `(vocab_size, input_dim)` and `b` `(vocab_size,)`
+(bilm-tf's `softmax/W`, `softmax/b`). Training with a large vocabulary uses the sampled
+softmax (`tf.nn.sampled_softmax_loss`, log-uniform sampler: the vocabulary is sorted by
+frequency, as that sampler assumes); evaluation always uses the full softmax.
+
+Example:
+>>> softmax = SharedSoftmax(vocab_size=100, input_dim=8)
+>>> softmax.build((None, 8))
+>>> nll = softmax.full_nll(tf.zeros((3, 8)), tf.constant([4, 5, 6]))  # (3,)
+>>> np.allclose(nll, np.log(100))
+True
+"""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo_training")
+class SharedSoftmax(keras.layers.Layer):
+    """Full and sampled negative log-likelihood of target words.
+
+    Args:
+        vocab_size: int, number of words (`n_tokens_vocab`).
+        input_dim: int, size of the hidden vectors (the biLM's `projection_dim`).
+        num_sampled: int, negatives of the sampled softmax, `< vocab_size`.
+        **kwargs: base layer arguments.
+
+    Call arguments (`full_nll`, `sampled_nll`):
+        hidden: float `(N, input_dim)`, one row per prediction.
+        targets: int `(N,)`, word ids in `[0, vocab_size)`.
+
+    Returns:
+        float `(N,)`, `-log p(target | hidden)` (for `sampled_nll`, the sampled estimate).
+    """
+
+    def __init__(self, vocab_size, input_dim, num_sampled=8192, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("vocab_size", vocab_size), ("input_dim", input_dim),
+                            ("num_sampled", num_sampled)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int; received {value!r}.")
+        if num_sampled >= vocab_size:
+            raise ValueError(f"num_sampled must be < vocab_size ({vocab_size}); "
+                             f"received {num_sampled}.")
+        self.vocab_size = vocab_size
+        self.input_dim = input_dim
+        self.num_sampled = num_sampled
+
+    def build(self, input_shape=None):
+        # bilm-tf: W ~ N(0, 1 / input_dim), b = 0.
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.input_dim),
+            initializer=keras.initializers.RandomNormal(stddev=self.input_dim ** -0.5))
+        self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros")
+
+    def logits(self, hidden):
+        """`(N, input_dim)` -> `(N, vocab_size)`."""
+        return tf.matmul(hidden, self.embeddings, transpose_b=True) + self.bias
+
+    def full_nll(self, hidden, targets):
+        """Exact `-log softmax(h W^T + b)[target]`, `(N,)`."""
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(targets, tf.int32), logits=self.logits(hidden))
+
+    def sampled_nll(self, hidden, targets):
+        """Sampled-softmax loss (`num_sampled` log-uniform negatives per call), `(N,)`."""
+        return tf.nn.sampled_softmax_loss(
+            weights=self.embeddings.value, biases=self.bias.value,
+            labels=tf.cast(targets, tf.int64)[:, tf.newaxis], inputs=hidden,
+            num_sampled=self.num_sampled, num_classes=self.vocab_size,
+            remove_accidental_hits=True)
+
+    def call(self, hidden):
+        return self.logits(hidden)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, input_dim=self.input_dim,
+                      num_sampled=self.num_sampled)
+        return config

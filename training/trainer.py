@@ -1,0 +1,216 @@
+"""`Trainer`: the distributed, resumable training loop of a biLM.
+
+A custom loop (`strategy.run` inside a `tf.function`), so the same code runs on one device,
+under `MirroredStrategy` (all local devices) and under `MultiWorkerMirroredStrategy`.
+One step, per replica:
+
+    sums = model.nll_sums(batch)                     # summed forward/backward NLL, targets
+    loss = 0.5 * (forward + backward) / all_reduce(targets)
+    grads = all_reduce(d loss / d weights)           # the global batch's gradient
+    grads = clip_by_global_norm(grads, all_clip_norm_val)
+    Adagrad(grads)
+
+Each replica reads its own batch (a token budget of `batch_tokens`), so the global batch
+is `num_replicas` batches. The loss is normalised by the global target count, which makes
+the update independent of how the global batch is split across devices. Clipping needs
+the summed gradient, so it is all-reduced before clipping; the Keras optimizer then sums
+the (identical) per-replica copies again, hence the `1 / num_replicas` scale.
+
+Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
+`batches_in_epoch` (global batches of the current epoch already consumed); a resumed run
+rebuilds that epoch's deterministic input order and skips those batches.
+
+Example:
+>>> trainer = Trainer(config, vocab, ModelDir("runs/tiny"))
+>>> result = trainer.fit(files, max_steps=100)
+>>> result["step"]
+100
+"""
+
+import contextlib
+import os
+import shutil
+import time
+
+import keras
+import tensorflow as tf
+
+from training import distribute
+from training.dataset import make_dataset
+from training.language_model import LanguageModel
+from training.model_dir import make_checkpoint, restore
+from training.progress import ProgressLog
+
+_SUM = tf.distribute.ReduceOp.SUM
+
+
+class Trainer:
+    """Trains a `LanguageModel` on a corpus into a `ModelDir`.
+
+    Args:
+        config: `TrainingConfig` with `n_tokens_vocab` set.
+        vocab: `training.vocabulary.Vocabulary` of that size.
+        model_dir: `training.model_dir.ModelDir` (already `prepare`d by the chief).
+        strategy: a `tf.distribute.Strategy` (default: `distribute.make_strategy()`).
+        log_every: int, steps between progress lines / TensorBoard points.
+        stream: text stream of the progress line.
+    """
+
+    def __init__(self, config, vocab, model_dir, strategy=None, log_every=50, stream=None):
+        if config.n_tokens_vocab != len(vocab):
+            raise ValueError(f"The config's n_tokens_vocab ({config.n_tokens_vocab}) differs "
+                             f"from the vocabulary size ({len(vocab)}).")
+        self.config, self.vocab, self.model_dir = config, vocab, model_dir
+        self.strategy = strategy or distribute.make_strategy()
+        self.chief = distribute.is_chief(self.strategy)
+        with self.strategy.scope():
+            self.model = LanguageModel.from_training_config(config)
+            if config.optimizer == "adam":
+                self.optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+            else:
+                self.optimizer = keras.optimizers.Adagrad(
+                    learning_rate=config.learning_rate,
+                    initial_accumulator_value=config.initial_accumulator_value)
+            self.optimizer.build(self.model.trainable_variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            self.batches_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                                name="batches_in_epoch")
+        self.checkpoint = make_checkpoint(self.model, self.optimizer, step=self.step,
+                                          epoch=self.epoch,
+                                          batches_in_epoch=self.batches_in_epoch)
+        self.save_dir = distribute.worker_checkpoint_dir(model_dir.checkpoint_dir, self.strategy)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.save_dir, max_to_keep=config.keep_checkpoints,
+            checkpoint_name="ckpt")
+        self.log_every = log_every
+        self.stream = stream
+        self._step_fn = None
+
+    # --- state ---------------------------------------------------------------------------
+    def restore_latest(self):
+        """Restores the newest checkpoint of the model directory; returns its path or None."""
+        path = self.model_dir.latest_checkpoint()
+        if path is not None:
+            restore(self.checkpoint, path)
+        return path
+
+    def save(self):
+        """Saves a checkpoint numbered by the step (every task must call it)."""
+        return self.manager.save(checkpoint_number=int(self.step.numpy()))
+
+    # --- one step ------------------------------------------------------------------------
+    def _replica_step(self, batch):
+        context = tf.distribute.get_replica_context()
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            sums = self.model.nll_sums(batch["char_ids"], batch["token_ids"], training=True)
+            global_count = context.all_reduce(_SUM, sums["count"])
+            loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
+        grads = tape.gradient(loss, variables)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]  # dense: all-reduce and Adagrad of a whole table
+        grads = context.all_reduce(_SUM, grads)
+        grads, norm = tf.clip_by_global_norm(grads, self.config.all_clip_norm_val)
+        scale = 1.0 / context.num_replicas_in_sync  # the optimizer sums the replicas again
+        self.optimizer.apply([g * scale for g in grads], variables)
+        tokens = tf.math.count_nonzero(batch["char_ids"][..., 0], dtype=tf.int64)
+        return sums["forward"], sums["backward"], sums["count"], tokens, norm
+
+    def _build_step(self, element_spec):
+        @tf.function(input_signature=[element_spec])
+        def step_fn(batch):
+            forward, backward, count, tokens, norm = self.strategy.run(
+                self._replica_step, args=(batch,))
+            reduce = lambda value: self.strategy.reduce(_SUM, value, axis=None)  # noqa: E731
+            return ({"forward": reduce(forward), "backward": reduce(backward),
+                     "count": reduce(count)}, reduce(tokens),
+                    self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None))
+        return step_fn
+
+    def train_step(self, distributed_batch, element_spec):
+        """One optimisation step on a distributed batch; returns (sums, tokens, grad norm).
+
+        `element_spec` (the distributed dataset's) fixes the one trace every step reuses:
+        tasks of a multi-worker job must never retrace at different times.
+        """
+        if self._step_fn is None:
+            self._step_fn = self._build_step(element_spec)
+        return self._step_fn(distributed_batch)
+
+    def distributed_dataset(self, files, epoch, skip_batches=0):
+        """The distributed dataset of one epoch, skipping already-consumed global batches."""
+        def dataset_fn(input_context):
+            return make_dataset(files, self.vocab, self.config, epoch=epoch,
+                                skip_batches=skip_batches, input_context=input_context)
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    # --- the loop ------------------------------------------------------------------------
+    def fit(self, files, max_steps=None, max_minutes=None):
+        """Trains until `n_epochs` are done, `step == max_steps` or `max_minutes` passed.
+
+        Resumes from the newest checkpoint of the model directory if there is one. Saves a
+        checkpoint every `checkpoint_every_steps` steps and at the end.
+
+        Returns:
+            dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `stopped`
+            (`"epochs"`, `"max_steps"` or `"max_minutes"`), `seconds`, `last` (the last
+            progress figures: loss, perplexity, tokens_per_second, ...), `history` (every
+            progress report of this run).
+        """
+        resumed_from = self.restore_latest()
+        log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,
+                          self.stream)
+        start = time.monotonic()
+        replicas = self.strategy.num_replicas_in_sync
+        every = self.config.checkpoint_every_steps
+        stopped = "epochs"
+        try:
+            while int(self.epoch.numpy()) < self.config.n_epochs and stopped == "epochs":
+                epoch = int(self.epoch.numpy())
+                dataset = self.distributed_dataset(files, epoch, int(self.batches_in_epoch.numpy()))
+                for batch in dataset:
+                    if self._should_stop(max_steps, max_minutes, start):
+                        stopped = "max_steps" if _reached(self.step, max_steps) else "max_minutes"
+                        break
+                    sums, tokens, norm = self.train_step(batch, dataset.element_spec)
+                    self.step.assign_add(1)
+                    self.batches_in_epoch.assign_add(replicas)
+                    step = int(self.step.numpy())
+                    log.update(step, epoch, sums, int(tokens), self.optimizer.learning_rate.numpy(),
+                               float(norm))
+                    if step % every == 0:
+                        self.save()
+                else:
+                    self.epoch.assign_add(1)
+                    self.batches_in_epoch.assign(0)
+            last = log.report(int(self.step.numpy()), max(int(self.epoch.numpy()) - 1, 0)
+                              if stopped == "epochs" else int(self.epoch.numpy()),
+                              self.optimizer.learning_rate.numpy(), final=True)
+            if self.manager.latest_checkpoint is None or \
+                    not self.manager.latest_checkpoint.endswith(f"-{int(self.step.numpy())}"):
+                self.save()
+        finally:
+            log.close()
+            if not self.chief:
+                shutil.rmtree(self.save_dir, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(self.save_dir))  # `.workers/`, once empty
+        if self.chief:
+            self.model_dir.write_weights(self.model.make_bilm())
+        return {"step": int(self.step.numpy()), "epoch": int(self.epoch.numpy()),
+                "resumed_from": resumed_from, "stopped": stopped,
+                "seconds": time.monotonic() - start, "last": last or log.last,
+                "history": log.history}
+
+    def _should_stop(self, max_steps, max_minutes, start):
+        if _reached(self.step, max_steps):  # the same on every task
+            return True
+        if max_minutes is None:
+            return False
+        # Clocks differ between tasks: stop everywhere as soon as one task's time is up.
+        return distribute.all_agree(self.strategy, time.monotonic() - start >= 60.0 * max_minutes)
+
+
+def _reached(step, max_steps):
+    return max_steps is not None and int(step.numpy()) >= max_steps
