@@ -11,7 +11,6 @@ Example:
         --vocab data/vocab.txt --size small --max-minutes 15 --heldout data/people_daily/heldout.txt
 """
 
-import json
 import os
 
 #: Flag -> config key of the options that override the preset / JSON.
@@ -175,14 +174,9 @@ def resolve_config(args, model_dir):
 
 
 def _read_json(path):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--config file not found: {path}")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"--config {path} is not valid JSON: {error.msg} at line "
-                             f"{error.lineno}.") from None
+    from keras_elmo.options import read_json
+
+    data = read_json(path, "--config file", "an options.json-shaped JSON file")
     if not isinstance(data, dict):
         raise ValueError(f"--config {path} must hold a JSON object; received "
                          f"{type(data).__name__}.")

@@ -18,6 +18,7 @@ import json
 import math
 import os
 
+from keras_elmo.options import read_json
 from keras_elmo.scalar_mix import ScalarMix
 
 #: Name of the mix file looked for in a model directory.
@@ -61,15 +62,8 @@ def load_mix_weights(path, num_layers):
             `scalar_parameters` that differs from `num_layers`.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"mix weights file not found: {path} (expected a JSON file "
-                                '{"scalar_parameters": [...], "gamma": ...}).')
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"mix weights file {path} is not valid JSON: {error.msg} at line "
-                             f"{error.lineno}.") from None
+    data = read_json(path, "mix weights file",
+                     'a JSON file {"scalar_parameters": [...], "gamma": ...}')
     if not isinstance(data, dict) or "scalar_parameters" not in data:
         found = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"mix weights file {path} must hold an object with "

@@ -189,16 +189,8 @@ class BiLMOptions:
     @classmethod
     def from_file(cls, path):
         """Reads an options.json file; one clear error for a missing file or bad JSON."""
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"options file not found: {path} (expected an options.json "
-                                    "as written by bilm-tf or keras-elmo).")
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"options file {path} is not valid JSON: {error.msg} at line "
-                                 f"{error.lineno} column {error.colno}.") from None
+        data = read_json(path, "options file", "an options.json as written by bilm-tf or "
+                                               "keras-elmo")
         return cls.from_dict(data)
 
     def save(self, path):
@@ -218,6 +210,28 @@ def as_options(options):
         return BiLMOptions.from_file(options)
     raise ValueError("options must be a BiLMOptions, an options.json dict or a path; "
                      f"received {type(options).__name__}.")
+
+
+def read_json(path, what, expected):
+    """Parses a JSON file; a missing file or bad JSON becomes one clear error.
+
+    Args:
+        path: the file.
+        what: how the error names the file (e.g. `"options file"`).
+        expected: what the file should be, for the missing-file message.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} not found: {path} (expected {expected}).")
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{what} {path} is not valid JSON: {error.msg} at line "
+                             f"{error.lineno} column {error.colno}.") from None
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{what} {path} is not UTF-8 text ({error.reason} at byte "
+                             f"{error.start}).") from None
 
 
 def _check_positive_int(name, value):

@@ -3,12 +3,12 @@
 #   install -> fetch corpus -> vocabulary -> train a small biLM (bounded time) -> held-out
 #   perplexity next to a Kneser-Ney trigram baseline -> SavedModel export -> use it with
 #   TensorFlow alone.
-# Usage: bash scripts/main.sh                 (MINUTES=15 of training by default)
+# Usage: bash scripts/main.sh                 (MINUTES=20 of training by default)
 #        MINUTES=60 RUN=runs/pd_long bash scripts/main.sh
 # Running it again resumes training in RUN for another MINUTES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MINUTES="${MINUTES:-15}"
+MINUTES="${MINUTES:-20}"
 DATA="${DATA:-data/people_daily}"
 RUN="${RUN:-runs/people_daily_small}"
 ELMO=(python -m cli)   # the same as the installed `keras-elmo` command

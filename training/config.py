@@ -149,8 +149,13 @@ class TrainingConfig:
                        full_softmax_max_vocab=1024, n_epochs=1, shuffle_buffer=1000,
                        checkpoint_every_steps=50)
         if size == "small":
-            return cls(options=BiLMOptions.small(), batch_tokens=2560, batch_size=128,
+            # Adam and small batches: many updates in a minutes-long CPU run (measured on
+            # People's Daily: 5 minutes gave held-out perplexity 849 with these, 881 with
+            # 2560-token batches, 1068 with the full softmax; Adagrad 0.2 reached 1263
+            # only after 15 minutes).
+            return cls(options=BiLMOptions.small(), batch_tokens=1024, batch_size=128,
                        n_negative_samples_batch=2048, full_softmax_max_vocab=8192,
+                       optimizer="adam", learning_rate=0.002,
                        n_epochs=5, checkpoint_every_steps=200)
         if size == "published":
             return cls(options=BiLMOptions.published(), batch_tokens=2560, batch_size=128,

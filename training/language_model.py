@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.char_cnn_embedder import CharCNNEmbedder
-from keras_elmo.options import BiLMOptions, as_options
+from keras_elmo.options import as_options
 from keras_elmo.residual_bilstm import ResidualBiLSTM
 from training.softmax import SharedSoftmax
 
