@@ -88,7 +88,7 @@ def test_fit_trains_the_mix_and_leaves_the_bilm_frozen():
 
 def test_trainable_bilm_is_fine_tuned():
     elmo = keras_elmo.ElmoLayer(TINY, trainable_bilm=True)
-    model = _tagger(elmo)
+    _tagger(elmo)  # builds the layer inside a model
     assert len(elmo.trainable_weights) == len(elmo.bilm.weights) + 2
 
 

@@ -72,3 +72,17 @@ def test_restore_continues_the_step_epoch_and_data_position(corpus):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     result = second.fit(files, max_steps=16)
     assert result["step"] == 16 and result["resumed_from"].endswith("ckpt-13")
+
+
+def test_relative_model_dir_finds_its_checkpoint(corpus, tmp_path, monkeypatch):
+    """Regression: a relative MODEL_DIR joined the checkpoint path twice (resume and
+    `keras-elmo perplexity` then called a good directory damaged)."""
+    config, vocab, _, files = corpus
+    monkeypatch.chdir(tmp_path)
+    model_dir = ModelDir("relative_model")
+    model_dir.prepare(config, str(tmp_path / "vocab.txt"))
+    Trainer(config, vocab, model_dir, log_every=100, stream=io.StringIO()).fit(files, max_steps=2)
+    latest = model_dir.latest_checkpoint()
+    assert latest == os.path.join("relative_model", "checkpoints", "ckpt-2")
+    resumed = Trainer(config, vocab, model_dir, log_every=100, stream=io.StringIO())
+    assert resumed.restore_latest() == latest and int(resumed.step.numpy()) == 2

@@ -92,9 +92,7 @@ class ModelDir:
                              "the directory to start over.") from None
         if state is None or not state.model_checkpoint_path:
             return None
-        path = state.model_checkpoint_path
-        if not os.path.isabs(path):
-            path = os.path.join(self.checkpoint_dir, path)
+        path = state.model_checkpoint_path  # already joined with checkpoint_dir by TF
         if not tf.io.gfile.glob(path + ".index"):
             raise ValueError(f"checkpoint directory {self.checkpoint_dir} is damaged: its index "
                              f"names {os.path.basename(path)} but {path}.index is missing; "
