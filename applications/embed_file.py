@@ -1,0 +1,185 @@
+"""ELMo vectors of a text file written to HDF5, in the layout of AllenNLP's `elmo` command.
+
+Input: UTF-8 text, one tokenised sentence per line (tokens separated by whitespace).
+Output (HDF5):
+- one dataset per line, named by the line's 0-based index as a string (`"0"`, `"1"`, ...),
+  float32 `(L + 1, n_tokens, 2 * projection_dim)` (all layers; layer 0 the token layer), or
+  `(n_tokens, 2 * projection_dim)` with `output="mixed"`;
+- `sentence_to_index`: a dataset of one UTF-8 JSON string mapping each line's text
+  (stripped of surrounding whitespace, as AllenNLP does) to its key.
+
+Rules:
+- An empty (or all-blank) line gives a zero-length dataset `(L + 1, 0, 2P)`, not an error
+  (AllenNLP refuses such files); its text `""` is in `sentence_to_index` too.
+- A repeated sentence gets a dataset per line; `sentence_to_index` maps its text to the key
+  of its LAST occurrence (what AllenNLP's dict does). The vectors are the same either way:
+  the biLM is stateless.
+- Streaming: the file is read a window at a time (see `BiLMRunner`) and each sentence's
+  dataset written as soon as it is computed; the text -> key map is kept on disk (SQLite)
+  while the file is read and loaded once, at the end, to write `sentence_to_index` (one
+  JSON string must be whole in memory to be written). `keep_sentence_index=False`
+  (AllenNLP's `--forget-sentences`) leaves it out.
+- `output="mixed"`: `gamma * sum_j softmax(s)_j h_j` with the weights of a `scalar_mix.json`
+  (`export.mix_weights`), or the even average (AllenNLP's `--average`) without one. With
+  `do_layer_norm`, each layer is normalised over the sentence's own tokens, so that a
+  sentence's vectors never depend on its batch.
+- The output file is written under a temporary name and renamed when complete: a failed
+  or interrupted run leaves no partial file (an existing file is replaced only on success).
+
+Example:
+>>> summary = embed_file(bilm, "sentences.txt", "elmo.hdf5", batch_size=64)  # doctest: +SKIP
+>>> with h5py.File("elmo.hdf5") as f:  # doctest: +SKIP
+...     index = json.loads(f["sentence_to_index"][0]); f[index["人民 日报"]].shape
+(3, 2, 256)
+"""
+
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+from applications.bilm_runner import BiLMRunner
+from applications.inputs import check_paths, count_lines, read_lines
+from applications.progress import Progress
+from keras_elmo import constants
+
+OUTPUTS = ("all", "mixed")
+SENTENCE_INDEX = "sentence_to_index"
+
+
+def mix_weights(num_layers, mix_file=None):
+    """`(weights (L + 1,), do_layer_norm)`: `gamma * softmax(s)` of a mix file, or even."""
+    if mix_file is None:
+        return np.full(num_layers, 1.0 / num_layers, np.float32), False
+    from export.mix_weights import load_mix_weights, mix_to_dict
+
+    mix = mix_to_dict(load_mix_weights(mix_file, num_layers))
+    scalars = np.asarray(mix["scalar_parameters"], np.float64)
+    weights = np.exp(scalars - scalars.max())
+    weights = weights / weights.sum() * mix["gamma"]
+    return weights.astype(np.float32), mix["do_layer_norm"]
+
+
+def mix_layers(layers, weights, do_layer_norm=False):
+    """`(L + 1, n, D)` -> `(n, D)`: `sum_j weights_j * h_j` (each `h_j` normalised first with
+    `do_layer_norm`, over the sentence's tokens and features; ELMO_SPEC.md section 5)."""
+    layers = layers.astype(np.float32, copy=False)
+    if do_layer_norm and layers.shape[1]:
+        mean = layers.mean(axis=(1, 2), keepdims=True)  # (L + 1, 1, 1)
+        variance = ((layers - mean) ** 2).mean(axis=(1, 2), keepdims=True)
+        layers = (layers - mean) / np.sqrt(variance + constants.LAYER_NORM_EPSILON)
+    return np.tensordot(weights, layers, axes=1).astype(np.float32)  # (n, D)
+
+
+class _SentenceIndex:
+    """text -> key on disk (SQLite), the last occurrence winning; JSON at the end."""
+
+    def __init__(self, directory):
+        self.connection = sqlite3.connect(os.path.join(directory, "sentence_index.sqlite"))
+        self.connection.execute("CREATE TABLE keys (text TEXT PRIMARY KEY, key INTEGER)")
+
+    def add(self, pairs):
+        self.connection.executemany("INSERT OR REPLACE INTO keys VALUES (?, ?)", pairs)
+
+    def __len__(self):
+        return self.connection.execute("SELECT COUNT(*) FROM keys").fetchone()[0]
+
+    def json(self):
+        rows = self.connection.execute("SELECT text, key FROM keys ORDER BY key")
+        parts = (f"{json.dumps(text, ensure_ascii=False)}: \"{key}\"" for text, key in rows)
+        return "{" + ", ".join(parts) + "}"
+
+    def close(self):
+        self.connection.close()
+
+
+def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_file=None,
+               token_cache=None, keep_sentence_index=True, progress=True):
+    """Writes the ELMo vectors of every line of `input_path` to `output_path` (HDF5).
+
+    Args:
+        bilm: a stateless `keras_elmo.BiLM`.
+        input_path: UTF-8 text, one tokenised sentence per line.
+        output_path: the .hdf5 file to write (replaced if it exists).
+        batch_size: int, sentences per biLM call (64).
+        output: `"all"` (every layer) or `"mixed"` (one mixed vector per token).
+        mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
+        token_cache: optional `TokenEmbeddingCache` of `bilm`.
+        keep_sentence_index: write `sentence_to_index` (True).
+        progress: bool, the progress line on stderr (or a `Progress`).
+
+    Returns:
+        dict: `sentences`, `tokens`, `empty_lines`, `distinct_sentences` (None without the
+        index), `seconds`, `shape` (of one dataset, `n` for the token count).
+    """
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}; received {output!r}.")
+    if mix_file is not None and output != "mixed":
+        raise ValueError("a mix weights file is used only with output='mixed'; received "
+                         f"output={output!r}.")
+    check_paths(input_path, output_path)
+    runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size)
+    weights, layer_norm = mix_weights(runner.num_output_layers, mix_file)
+    if not isinstance(progress, Progress):
+        progress = Progress(count_lines(input_path), label="embed", enabled=bool(progress))
+    start = time.perf_counter()
+    stats = {"sentences": 0, "tokens": 0, "empty_lines": 0}
+    directory = os.path.dirname(os.path.abspath(output_path))
+    handle, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(output_path)}.",
+                                        suffix=".tmp", dir=directory)
+    os.close(handle)
+    try:
+        with contextlib.ExitStack() as stack:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
+            index = _SentenceIndex(scratch) if keep_sentence_index else None
+            if index is not None:
+                stack.callback(index.close)
+            out = stack.enter_context(h5py.File(tmp_path, "w"))
+            texts = {}
+            keyed = ((key, _remember(texts, key, text)) for key, text in read_lines(input_path))
+            for keys, sentences, layers in runner.iter_batches(keyed):
+                for row, (key, tokens) in enumerate(zip(keys, sentences)):
+                    vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
+                    if output == "mixed":
+                        vectors = mix_layers(vectors, weights, layer_norm)  # (n, 2P)
+                    out.create_dataset(str(key), data=vectors.astype(np.float32, copy=False))
+                    stats["tokens"] += len(tokens)
+                    stats["empty_lines"] += not tokens
+                if index is not None:
+                    index.add((texts[key], key) for key in keys)
+                for key in keys:
+                    del texts[key]
+                stats["sentences"] += len(keys)
+                progress.update(sentences=len(keys), tokens=sum(map(len, sentences)))
+            if index is not None:
+                stats["distinct_sentences"] = len(index)
+                dataset = out.create_dataset(SENTENCE_INDEX, (1,),
+                                             dtype=h5py.string_dtype("utf-8"))
+                dataset[0] = index.json()
+            else:
+                stats["distinct_sentences"] = None
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp's 0o600 -> what open() would give
+        os.replace(tmp_path, output_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp_path)
+        raise
+    finally:
+        progress.close()
+    stats["seconds"] = time.perf_counter() - start
+    dim = runner.output_dim
+    stats["shape"] = ((runner.num_output_layers, "n", dim) if output == "all" else ("n", dim))
+    return stats
+
+
+def _remember(texts, key, text):
+    """Keeps the line's stripped text until its batch is written; returns its tokens."""
+    texts[key] = text.strip()
+    return text.split()

@@ -1,0 +1,71 @@
+"""Checks and readers of user input that import no TensorFlow (the CLI runs them first, so
+that a bad path or argument costs one clear line and no model loading).
+
+Example:
+>>> check_paths("sentences.txt", "out/elmo.hdf5")  # doctest: +SKIP
+>>> for index, text in read_lines("sentences.txt"): ...  # doctest: +SKIP
+>>> find_word(["他", "会", "说"], "会")
+1
+"""
+
+import os
+
+
+def count_lines(path):
+    """Number of lines of a file (a last line without a newline counts), streaming."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def read_lines(path):
+    """Yields `(index, text)` per line, `text` decoded as UTF-8 with its newline removed.
+
+    Raises:
+        ValueError: a line is not UTF-8 (the message gives its 1-based number).
+    """
+    with open(path, "rb") as handle:
+        for index, raw in enumerate(handle):
+            try:
+                yield index, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {index + 1}: not UTF-8 ({error.reason} at "
+                                 f"byte {error.start}); expected UTF-8 text, one tokenised "
+                                 "sentence per line.") from None
+
+
+def check_paths(input_path, output_path):
+    """Refuses a missing input, an output that is a directory or in a missing directory."""
+    input_path, output_path = os.fspath(input_path), os.fspath(output_path)
+    if not os.path.isfile(input_path):
+        what = "is a directory" if os.path.isdir(input_path) else "does not exist"
+        raise FileNotFoundError(f"input file {input_path} {what}; expected a UTF-8 text "
+                                "file, one tokenised sentence per line.")
+    if os.path.isdir(output_path):
+        raise ValueError(f"output {output_path} is a directory; expected an .hdf5 file path.")
+    directory = os.path.dirname(os.path.abspath(output_path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"output directory {directory} does not exist (create it "
+                                f"first); received output path {output_path}.")
+    if os.path.abspath(input_path) == os.path.abspath(output_path):
+        raise ValueError(f"output {output_path} is the input file; expected another path.")
+
+
+def find_word(tokens, word, occurrence=1):
+    """0-based position of the `occurrence`-th (1-based) `word` in `tokens`.
+
+    Raises:
+        ValueError: naming the word, the occurrence asked for and the sentence's tokens.
+    """
+    positions = [i for i, token in enumerate(tokens) if token == word]
+    if not isinstance(occurrence, int) or occurrence < 1:
+        raise ValueError(f"occurrence must be an int >= 1; received {occurrence!r}.")
+    if len(positions) < occurrence:
+        found = f"occurs {len(positions)} time(s)" if positions else "does not occur"
+        raise ValueError(f"the word {word!r} {found} in the sentence (occurrence "
+                         f"{occurrence} asked for); its tokens are {tokens}. The sentence "
+                         "must be tokenised like the corpus (tokens separated by spaces).")
+    return positions[occurrence - 1]
