@@ -2,11 +2,12 @@
 
 Depends on `keras_elmo` (and `export.mix_weights` for trained mixes), never the reverse.
 
-- `model_files`: load a MODEL_DIR (options.json + weights.hdf5 [+ vocab.txt]).
+- `inputs`: user-input checks and line readers (no TensorFlow import; the CLI runs them first).
+- `model_files`: load a MODEL_DIR (options.json + weights.hdf5 [+ vocab.txt for the cache]).
 - `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
 - `neighbors`: `keras-elmo neighbors` (the paper's Table 4 comparison).
 - `progress`: the progress line on stderr.
-- `layer_store`, `downstream`, `datasets`: precomputed biLM layers, the tagger and
-  classifier models and the data readers of the examples in `examples/`.
+- `datasets`, `layer_store`, `downstream`, `experiment`: the data readers, the stored biLM
+  layers, the tagger / classifier models and the training runs of `examples/`.
 """

@@ -19,6 +19,7 @@ from keras_elmo.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.options import BiLMOptions
 from keras_elmo.residual_bilstm import ResidualBiLSTM
 from keras_elmo.scalar_mix import ScalarMix
+from keras_elmo.token_cache import TokenEmbeddingCache
 from keras_elmo.weight_file import load_bilm_weights, save_bilm_weights, save_published
 
 __version__ = "0.1.0"
@@ -32,6 +33,7 @@ __all__ = [
     "LSTMProjectionCell",
     "ResidualBiLSTM",
     "ScalarMix",
+    "TokenEmbeddingCache",
     "batch_to_ids",
     "load_bilm_weights",
     "save_bilm_weights",
