@@ -7,14 +7,35 @@ Example:
 >>> cache = load_token_cache(bilm, "runs/people_daily_small/vocab.txt")  # doctest: +SKIP
 """
 
-from keras_elmo.weight_file import OPTIONS_FILE, WEIGHTS_FILE, find_published  # noqa: F401
+import os
 
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
 VOCAB_FILE = "vocab.txt"
 
 
 def model_files(model_dir):
-    """`(options_file, weight_file)` of a model directory (see `find_published`)."""
-    return find_published(model_dir)
+    """`(options_file, weight_file)` of a model directory.
+
+    Raises:
+        FileNotFoundError: the directory or one of the two files is missing (the message
+            says which, and what the directory holds).
+    """
+    model_dir = os.fspath(model_dir)
+    if not os.path.isdir(model_dir):
+        what = "is a file" if os.path.exists(model_dir) else "does not exist"
+        raise FileNotFoundError(f"model directory not found: {model_dir} {what}; expected a "
+                                f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE}.")
+    paths = []
+    for name in (OPTIONS_FILE, WEIGHTS_FILE):
+        path = os.path.join(model_dir, name)
+        if not os.path.isfile(path):
+            present = sorted(os.listdir(model_dir))[:10]
+            raise FileNotFoundError(f"{model_dir} has no {name} (it holds {present}); expected "
+                                    f"{OPTIONS_FILE} and {WEIGHTS_FILE} (a training run writes "
+                                    f"{WEIGHTS_FILE} when it ends).")
+        paths.append(path)
+    return tuple(paths)
 
 
 def load_bilm(model_dir):

@@ -25,7 +25,6 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.bilm import BiLM
-from keras_elmo.weight_file import find_published
 from keras_elmo.elmo_layer import ElmoLayer
 
 from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
@@ -33,7 +32,8 @@ from export.mix_weights import MIX_WEIGHTS_FILE, load_mix_weights, mix_to_dict
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"
-from keras_elmo.weight_file import OPTIONS_FILE, WEIGHTS_FILE  # noqa: E402,F401  (export API)
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
 
 
 def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
@@ -99,9 +99,21 @@ def find_model_files(model_dir):
     Raises:
         FileNotFoundError: the directory or one of the two required files is missing.
     """
-    options_file, weight_file = find_published(model_dir)
-    mix = os.path.join(os.fspath(model_dir), MIX_WEIGHTS_FILE)
-    return options_file, weight_file, (mix if os.path.isfile(mix) else None)
+    model_dir = os.fspath(model_dir)
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"model directory not found: {model_dir} (expected a directory "
+                                f"with {OPTIONS_FILE} and {WEIGHTS_FILE}).")
+    found = []
+    for name in (OPTIONS_FILE, WEIGHTS_FILE):
+        file = os.path.join(model_dir, name)
+        if not os.path.isfile(file):
+            present = sorted(os.listdir(model_dir))[:10]
+            raise FileNotFoundError(f"{model_dir} has no {name} (found {present}); a training "
+                                    f"run writes {WEIGHTS_FILE} when it ends, or pass "
+                                    "--options and --weights.")
+        found.append(file)
+    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
+    return found[0], found[1], (mix if os.path.isfile(mix) else None)
 
 
 def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **kwargs):

@@ -23,9 +23,6 @@ import numpy as np
 
 from keras_elmo import constants
 
-#: File names of a model directory in the published layout.
-OPTIONS_FILE = "options.json"
-WEIGHTS_FILE = "weights.hdf5"
 _LSTM_PREFIX = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
 _DIRECTIONS = ("forward", "backward")
 #: Datasets under these roots belong to the biLM; anything else (a softmax) is ignored.
@@ -162,32 +159,6 @@ def save_bilm_weights(bilm, path):
     os.replace(tmp, path)
 
 
-def find_published(model_dir):
-    """`(options_file, weight_file)` of a model directory in the published layout.
-
-    `keras-elmo train` writes both files (plus `vocab.txt`); a published model has them too.
-
-    Raises:
-        FileNotFoundError: the directory or one of the two files is missing (the message
-            says which, and what the directory holds).
-    """
-    model_dir = os.fspath(model_dir)
-    if not os.path.isdir(model_dir):
-        what = "is a file" if os.path.exists(model_dir) else "does not exist"
-        raise FileNotFoundError(f"model directory not found: {model_dir} {what}; expected a "
-                                f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE}.")
-    paths = []
-    for name in (OPTIONS_FILE, WEIGHTS_FILE):
-        path = os.path.join(model_dir, name)
-        if not os.path.isfile(path):
-            present = sorted(os.listdir(model_dir))[:10]
-            raise FileNotFoundError(f"{model_dir} has no {name} (it holds {present}); expected "
-                                    f"{OPTIONS_FILE} and {WEIGHTS_FILE} (a training run writes "
-                                    f"{WEIGHTS_FILE} when it ends).")
-        paths.append(path)
-    return tuple(paths)
-
-
 def save_published(bilm, directory):
     """Writes `directory/options.json` and `directory/weights.hdf5` for a `BiLM`.
 
@@ -196,8 +167,8 @@ def save_published(bilm, directory):
     """
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    options_path = os.path.join(directory, OPTIONS_FILE)
-    weights_path = os.path.join(directory, WEIGHTS_FILE)
+    options_path = os.path.join(directory, "options.json")
+    weights_path = os.path.join(directory, "weights.hdf5")
     save_bilm_weights(bilm, weights_path)
     bilm.options.save(options_path)
     return options_path, weights_path
