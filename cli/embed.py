@@ -52,14 +52,14 @@ def run(args):
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
     from applications.inputs import check_paths
-    from applications.model_files import VOCAB_FILE, model_files
+    from export.model_dir import VOCAB_FILE, find_model_files
 
-    model_files(args.model_dir)  # one clear line for a bad MODEL_DIR, before loading TF
+    # One clear line for a bad MODEL_DIR, before loading TF.
+    _, _, found_mix = find_model_files(args.model_dir)
     check_paths(args.input, args.output)
     mix_file = args.mix_weights
     if mix_file is None and args.mixed:
-        found = os.path.join(args.model_dir, "scalar_mix.json")
-        mix_file = found if os.path.isfile(found) else None
+        mix_file = found_mix
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
     vocab = args.vocab

@@ -60,10 +60,10 @@ def run(args):
         raise ValueError(f"--context must be >= 0; received {args.context}.")
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
-    from applications.model_files import VOCAB_FILE, model_files
     from applications.inputs import find_word
+    from export.model_dir import VOCAB_FILE, find_model_files
 
-    model_files(args.model_dir)
+    find_model_files(args.model_dir)  # one clear line for a bad MODEL_DIR, before loading TF
     if not os.path.isfile(args.corpus):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")

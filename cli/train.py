@@ -1,14 +1,18 @@
 """`keras-elmo train MODEL_DIR`: train a biLM, resumably, on one or many devices.
 
 The config comes from a preset (`--size`), then an options.json-shaped JSON (`--config`,
-may be partial), then flags; it is saved as MODEL_DIR/options.json. On an existing
-MODEL_DIR the run resumes from the last checkpoint with the saved config; flags may only
-change `--epochs`, `--checkpoint-every` and `--keep-checkpoints` (anything else that
-differs is refused). See `training.model_dir` for the directory layout.
+may be partial), then flags; it is saved as MODEL_DIR/options.json. `--init-from
+SOURCE_DIR` starts a new MODEL_DIR from an existing biLM's weights and architecture
+(fine-tuning on a new domain; `training.warm_start`). On an existing MODEL_DIR the run
+resumes from the last checkpoint with the saved config; flags may only change `--epochs`,
+`--checkpoint-every` and `--keep-checkpoints` (anything else that differs is refused).
+See `training.model_dir` for the directory layout.
 
 Example:
     keras-elmo train runs/small --train 'data/people_daily/train*.txt' \\
         --vocab data/vocab.txt --size small --max-minutes 15 --heldout data/people_daily/heldout.txt
+    keras-elmo train runs/reviews --init-from runs/small --train reviews.txt \\
+        --vocab reviews_vocab.txt --max-minutes 10
 """
 
 import os
@@ -54,6 +58,11 @@ def add_parser(subparsers):
                         help="vocabulary file (<S>, </S>, <UNK> first); required for a new MODEL_DIR")
     parser.add_argument("--size", choices=("tiny", "small", "published"),
                         help="architecture + training preset (default small for a new MODEL_DIR)")
+    parser.add_argument("--init-from", metavar="SOURCE_DIR",
+                        help="start a new MODEL_DIR from this model's weights (options.json + "
+                             "weights.hdf5, e.g. a published model or another run; its "
+                             "architecture is taken over; the softmax rows of shared words are "
+                             "copied from a keras-elmo run): domain adaptation")
     parser.add_argument("--config", metavar="JSON",
                         help="options.json-shaped file (may be partial) over the preset")
     for key, (flag, kind, help_text) in _FLAGS.items():
@@ -103,6 +112,10 @@ def run(args):
         return 0
     resumed = f", resumed from {os.path.basename(result['resumed_from'])}" \
         if result["resumed_from"] else ""
+    warm = result["warm_started"]
+    if warm:
+        resumed += (f", started from {warm['source']} (softmax rows of "
+                    f"{warm['softmax_rows_copied']:,} of {warm['vocab_size']:,} words copied)")
     print(f"stopped ({result['stopped']}) at step {result['step']} after {result['epoch']} "
           f"full epoch(s){resumed}, {result['seconds']:.0f} s; wrote {model_dir.options_path}, "
           f"{model_dir.weights_path}, {model_dir.checkpoint_dir}/", flush=True)
@@ -140,6 +153,12 @@ def resolve_config(args, model_dir):
                              "are required (received "
                              f"--train={args.train!r}, --vocab={args.vocab!r}).")
         data = TrainingConfig.preset(args.size or "small").to_dict()
+        if args.init_from:
+            from training.warm_start import source_options
+
+            data = merge_dicts(data, source_options(args.init_from).to_dict())
+    if args.init_from:
+        data["init_from"] = args.init_from
     if args.config:
         data = merge_dicts(data, _read_json(args.config))
     for key in _FLAGS:

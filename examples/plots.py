@@ -12,16 +12,15 @@ Example:
     python examples/plots.py --out results/
 """
 
-import argparse
 import json
 import os
 import sys
 
+import _example
+
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _example.parser(__doc__)
     parser.add_argument("--out", required=True, help="directory holding pos_tagger.json")
     return parser.parse_args(argv)
 

@@ -21,22 +21,16 @@ Example:
         --out results/
 """
 
-import argparse
 import json
 import os
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(_HERE)]
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _example
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _example.parser(__doc__)
     parser.add_argument("--data", required=True, help="directory with train/heldout.conll")
     parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
     parser.add_argument("--out", required=True, help="directory for results (created)")

@@ -15,23 +15,17 @@ Example:
     python examples/senses.py --data data/people_daily --model runs/people_daily_small
 """
 
-import argparse
 import collections
 import os
 import random
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(_HERE)]
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _example
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _example.parser(__doc__)
     parser.add_argument("--data", required=True, help="directory with train/heldout.conll")
     parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
     parser.add_argument("--out", default=None, help="also write senses.md here")

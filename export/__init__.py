@@ -4,7 +4,8 @@
 (= `serving_default`) and `char_ids` signatures of the TF Hub ELMo module; it loads with
 `tf.saved_model.load` and nothing of keras-elmo (nor Keras, nor tensorflow-text) installed.
 `keras-elmo export MODEL_DIR OUT_DIR` is the command-line front end; docs/serving.md
-describes the signatures and a TF Serving deployment.
+describes the signatures and a TF Serving deployment. `export.model_dir` finds the files of
+a MODEL_DIR without importing TensorFlow (the CLI and `applications` use it too).
 
 Example:
 >>> from export import export_model_dir
@@ -13,25 +14,37 @@ Example:
 >>> elmo.signatures["default"](text=tf.constant(["The cat sat ."]))["elmo"]  # doctest: +SKIP
 """
 
-from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
-from export.mix_weights import (MIX_WEIGHTS_FILE, build_mix, load_mix_weights,
-                                save_mix_weights)
-from export.saved_model import (export_from_files, export_model_dir, export_saved_model,
-                                find_model_files, versioned_path)
-from export.whitespace import split_whitespace
+import importlib
 
-__all__ = [
-    "DEFAULT_MAX_LENGTH",
-    "MIX_WEIGHTS_FILE",
-    "SIGNATURES",
-    "ElmoModule",
-    "build_mix",
-    "export_from_files",
-    "export_model_dir",
-    "export_saved_model",
-    "find_model_files",
-    "load_mix_weights",
-    "save_mix_weights",
-    "split_whitespace",
-    "versioned_path",
-]
+#: Public name -> the module that defines it. The modules are imported on first use
+#: (PEP 562), not here: `export.model_dir` is imported by the CLI before TensorFlow is
+#: loaded, and importing it runs this file first.
+_PUBLIC = {
+    "DEFAULT_MAX_LENGTH": "export.elmo_module",
+    "MIX_WEIGHTS_FILE": "export.model_dir",
+    "SIGNATURES": "export.elmo_module",
+    "ElmoModule": "export.elmo_module",
+    "build_mix": "export.mix_weights",
+    "export_from_files": "export.saved_model",
+    "export_model_dir": "export.saved_model",
+    "export_saved_model": "export.saved_model",
+    "find_model_files": "export.model_dir",
+    "load_mix_weights": "export.mix_weights",
+    "save_mix_weights": "export.mix_weights",
+    "split_whitespace": "export.whitespace",
+    "versioned_path": "export.saved_model",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'export' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later look-ups do not come here
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

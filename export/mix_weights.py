@@ -21,9 +21,6 @@ import os
 from keras_elmo.options import read_json
 from keras_elmo.scalar_mix import ScalarMix
 
-#: Name of the mix file looked for in a model directory.
-MIX_WEIGHTS_FILE = "scalar_mix.json"
-
 
 def build_mix(num_layers, scalar_parameters=None, gamma=1.0, do_layer_norm=False):
     """A built, frozen `ScalarMix` over `num_layers` layers (default: the even mix)."""

@@ -28,12 +28,11 @@ from keras_elmo.bilm import BiLM
 from keras_elmo.elmo_layer import ElmoLayer
 
 from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
-from export.mix_weights import MIX_WEIGHTS_FILE, load_mix_weights, mix_to_dict
+from export.mix_weights import load_mix_weights, mix_to_dict
+from export.model_dir import OPTIONS_FILE, find_model_files
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"
-OPTIONS_FILE = "options.json"
-WEIGHTS_FILE = "weights.hdf5"
 
 
 def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
@@ -88,32 +87,6 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
     if mix_weights_file is not None:
         mix = load_mix_weights(mix_weights_file, bilm.num_output_layers)
     return export_saved_model(bilm, path, scalar_mix=mix, **kwargs)
-
-
-def find_model_files(model_dir):
-    """`(options_file, weight_file, mix_weights_file or None)` of a model directory.
-
-    A training run's directory (`keras-elmo train`) and a published model both hold
-    `options.json` and `weights.hdf5`; a `scalar_mix.json` beside them is used if present.
-
-    Raises:
-        FileNotFoundError: the directory or one of the two required files is missing.
-    """
-    model_dir = os.fspath(model_dir)
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"model directory not found: {model_dir} (expected a directory "
-                                f"with {OPTIONS_FILE} and {WEIGHTS_FILE}).")
-    found = []
-    for name in (OPTIONS_FILE, WEIGHTS_FILE):
-        file = os.path.join(model_dir, name)
-        if not os.path.isfile(file):
-            present = sorted(os.listdir(model_dir))[:10]
-            raise FileNotFoundError(f"{model_dir} has no {name} (found {present}); a training "
-                                    f"run writes {WEIGHTS_FILE} when it ends, or pass "
-                                    "--options and --weights.")
-        found.append(file)
-    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
-    return found[0], found[1], (mix if os.path.isfile(mix) else None)
 
 
 def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **kwargs):

@@ -146,12 +146,16 @@ def test_sentiment_end_to_end(tiny, tmp_path):
     out = str(tmp_path / "out")
     results = sentiment.main(["--data", str(root / "data"), "--model", str(root / "model"),
                               "--out", out, "--epochs", "2", "--dev-sentences", "5",
-                              "--word-dim", "4", "--lstm-units", "4"])
-    assert [r["arm"] for r in results["runs"]] == ["baseline", "elmo"]
+                              "--word-dim", "4", "--lstm-units", "4", "--repeats", "2"])
+    assert [(r["arm"], r["seed"]) for r in results["runs"]] == [
+        ("baseline", 0), ("elmo", 0), ("baseline", 1000), ("elmo", 1000)]
     assert results["test_reviews"] == 12 and results["train_reviews"] == 43
     assert results["runs"][1]["text_check"]["same_predictions"] >= 0.9
-    assert "| without ELMo | with ELMo | gain |" in open(os.path.join(out, "sentiment.md"),
-                                                         encoding="utf-8").read()
+    assert "text_check" not in results["runs"][3]  # once is enough
+    table = open(os.path.join(out, "sentiment.md"), encoding="utf-8").read()
+    assert "| without ELMo | with ELMo | gain |" in table and "over 2 task-model seeds" in table
+    base = [r["test_accuracy"] for r in results["runs"] if r["arm"] == "baseline"]
+    assert f"| {sum(base) / 2:.2%} ± " in table
 
 
 def test_senses_one_nearest_neighbour_by_layer(tiny, tmp_path):
@@ -170,3 +174,45 @@ def test_senses_one_nearest_neighbour_by_layer(tiny, tmp_path):
     assert result["accuracy"][0] == 0.5  # layer 0: the most frequent tag, "u"
     assert result["accuracy"][1:] == [1.0, 1.0]  # identical contexts in train: exact 1-NN
     assert "| 地 | u 60%, n 40% | 2 |" in (tmp_path / "senses.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_adapt_bilm_fine_tunes_from_a_published_layout_model(tiny, tmp_path):
+    import adapt_bilm
+
+    from training.config import TrainingConfig
+
+    root, _ = tiny
+    out, corpus = str(tmp_path / "adapted"), str(tmp_path / "corpus")
+    argv = ["--data", str(root / "data"), "--model", str(root / "model"), "--out", out,
+            "--corpus", corpus, "--tokenizer", "chars", "--min-count", "2",
+            "--dev-fraction", "0.25"]
+    assert adapt_bilm.main(argv + ["--max-epochs", "2"]) == 0
+    read = lambda name: (tmp_path / "corpus" / name).read_text(encoding="utf-8").splitlines()  # noqa: E731
+    train, dev, heldout = read("train.txt"), read("dev.txt"), read("heldout.txt")
+    assert (len(train), len(dev), len(heldout)) == (36, 12, 12)  # 60 reviews: 80/20, 25%
+    assert not set(train) & set(heldout) and not set(dev) & set(heldout)
+    assert train[0].count(" ") >= 4  # char tokens
+    vocab = read("vocab.txt")
+    assert vocab[:3] == ["<S>", "</S>", "<UNK>"] and "差" in vocab
+
+    saved = TrainingConfig.from_file(os.path.join(out, "training", "options.json"))
+    assert saved.init_from == str(root / "model")
+    assert saved.options == keras_elmo.BiLMOptions.from_file(str(root / "model" /
+                                                                 "options.json"))
+    with open(os.path.join(out, "adaptation.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    assert results["source"] is None  # published weights: no softmax to score
+    assert [e["epoch"] for e in results["epochs"]] == [1, 2]
+    best = min(results["epochs"], key=lambda e: e["dev"]["average"])
+    assert best.get("kept") and results["epochs"][0].get("kept")
+    assert results["epochs"][1]["heldout"]["sentences"] == 12
+    # OUT is the kept epoch's model directory.
+    assert open(os.path.join(out, "vocab.txt"), encoding="utf-8").read().split() == vocab
+    keras_elmo.BiLM.from_weights(os.path.join(out, "options.json"),
+                                 os.path.join(out, "weights.hdf5"))
+    # A rerun continues the record instead of starting over.
+    assert adapt_bilm.main(argv + ["--max-epochs", "3"]) == 0
+    with open(os.path.join(out, "adaptation.json"), encoding="utf-8") as f:
+        epochs = [e["epoch"] for e in json.load(f)["epochs"]]
+    assert epochs in ([1, 2], [1, 2, 3])  # stops early when epoch 1 stayed the best

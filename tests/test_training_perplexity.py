@@ -11,7 +11,7 @@ from cli.main import main
 from keras_elmo.characters import batch_to_ids
 from training.config import TrainingConfig
 from training.model_dir import ModelDir
-from training.perplexity import evaluate
+from training.perplexity import evaluate, format_report
 from training.trainer import Trainer
 from training.vocabulary import Vocabulary
 
@@ -54,10 +54,27 @@ def test_evaluate_matches_numpy(tmp_path):
     result = evaluate(model, [str(path)], VOCAB, config)
     chunks = [["a", "b", "c"], ["d", "zz"], ["c"] * 5, ["c"] * 2]
     forward, backward, count = _numpy_perplexity(model, chunks)
-    assert result["targets"] == count == 4 + 3 + 6 + 3 and result["sentences"] == 4
+    assert result["targets"] == count == 4 + 3 + 6 + 3
+    assert result["sentences"] == 3 and result["chunks"] == 4  # the blank line is no sentence
     np.testing.assert_allclose(result["forward"], forward, rtol=1e-5)
     np.testing.assert_allclose(result["backward"], backward, rtol=1e-5)
     np.testing.assert_allclose(result["average"], math.sqrt(forward * backward), rtol=1e-5)
+
+
+def test_a_long_sentence_is_one_sentence_in_two_chunks(tmp_path):
+    """The report counted chunks as sentences ("2,119 sentences" for 2,112 lines)."""
+    path = tmp_path / "long.txt"
+    path.write_text("c c c c c c c\n")  # 7 tokens, cut at 5
+    from training.language_model import LanguageModel
+
+    result = evaluate(LanguageModel.from_training_config(_config()), [str(path)], VOCAB,
+                      _config())
+    assert (result["sentences"], result["chunks"], result["targets"]) == (1, 2, 6 + 3)
+    assert format_report(result, "long.txt").splitlines()[0] == (
+        "held-out: long.txt (1 sentence (2 chunks of <= 5 tokens), 9 targets per direction, "
+        "</S> and <S> included)")
+    uncut = dict(result, sentences=2, chunks=2)
+    assert format_report(uncut, "h.txt").startswith("held-out: h.txt (2 sentences, 9 targets")
 
 
 def test_empty_heldout_is_an_error(tmp_path):
@@ -79,8 +96,8 @@ def test_perplexity_cli_output(tmp_path, capsys):
 
     assert main(["perplexity", model_dir.path, "--heldout", str(heldout)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == (f"held-out: {heldout} (4 sentences, 16 targets per direction, "
-                        "</S> and <S> included)")
+    assert lines[0] == (f"held-out: {heldout} (3 sentences (4 chunks of <= 5 tokens), 16 "
+                        "targets per direction, </S> and <S> included)")
     assert [line.split(":")[0] for line in lines[1:]] == [
         "forward perplexity", "backward perplexity", "average perplexity"]
     figures = [float(line.split()[-1]) for line in lines[1:]]
@@ -88,7 +105,8 @@ def test_perplexity_cli_output(tmp_path, capsys):
 
     assert main(["perplexity", model_dir.path, "--heldout", str(heldout), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert sorted(result) == ["average", "backward", "forward", "sentences", "targets"]
+    assert sorted(result) == ["average", "backward", "chunks", "forward",
+                              "max_sentence_tokens", "sentences", "targets"]
     np.testing.assert_allclose(result["forward"], figures[0], atol=0.006)
 
 

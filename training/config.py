@@ -64,6 +64,9 @@ class TrainingConfig:
         train_prefix: str or None, the corpus glob.
         checkpoint_every_steps: int, steps between checkpoints.
         keep_checkpoints: int, checkpoints kept on disk.
+        init_from: str or None, a model directory whose weights a new run starts from
+            (domain adaptation; see `training.warm_start`). A resumed run ignores it: its
+            checkpoint already holds the weights.
     """
 
     options: BiLMOptions = dataclasses.field(default_factory=BiLMOptions.small)
@@ -87,6 +90,7 @@ class TrainingConfig:
     train_prefix: str = None
     checkpoint_every_steps: int = 500
     keep_checkpoints: int = 3
+    init_from: str = None
 
     def __post_init__(self):
         if not isinstance(self.options, BiLMOptions):
@@ -119,6 +123,9 @@ class TrainingConfig:
                              f"bidirectional={self.bidirectional!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; received {self.optimizer!r}.")
+        if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
+            raise ValueError("init_from must be None or a model directory path; received "
+                             f"{self.init_from!r}.")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {TOKENIZERS}; received {self.tokenizer!r}.")
 

@@ -129,15 +129,25 @@ class LanguageModel(keras.Model):
 
     def transfer_to_bilm(self, bilm):
         """Copies the token encoder and LSTM weights into a `keras_elmo.BiLM`."""
-        if bilm.options != self.options:
-            raise ValueError("The BiLM's options differ from the language model's; expected "
-                             f"{self.options.to_dict()}, received {bilm.options.to_dict()}.")
-        bilm.token_embedder.set_weights(self.token_embedder.get_weights())
-        bilm.contextual_encoder.set_weights(self.contextual_encoder.get_weights())
+        _copy_encoders(self, bilm)
         return bilm
+
+    def transfer_from_bilm(self, bilm):
+        """Copies a `keras_elmo.BiLM`'s token encoder and LSTM weights into this model."""
+        _copy_encoders(bilm, self)
+        return self
 
     def make_bilm(self):
         """A new `keras_elmo.BiLM` holding this model's encoder and LSTM weights."""
         from keras_elmo.bilm import BiLM
 
         return self.transfer_to_bilm(BiLM(self.options))
+
+
+def _copy_encoders(source, target):
+    """Token encoder and LSTM weights from `source` to `target` (a BiLM / LanguageModel)."""
+    if source.options != target.options:
+        raise ValueError("The BiLM's options differ from the language model's; expected "
+                         f"{target.options.to_dict()}, received {source.options.to_dict()}.")
+    target.token_embedder.set_weights(source.token_embedder.get_weights())
+    target.contextual_encoder.set_weights(source.contextual_encoder.get_weights())

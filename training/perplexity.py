@@ -2,7 +2,8 @@
 
 Every held-out sentence is read as in training (same tokenizer, long sentences cut into
 chunks of `max_sentence_tokens`, each chunk framed `<S> ... </S>`), in file order, without
-dropout. For n words a sentence has n + 1 targets per direction: the forward LM predicts
+dropout; the report counts the sentences (non-blank lines) and, when some were cut, the
+chunks scored. For n words a chunk has n + 1 targets per direction: the forward LM predicts
 `t1 ... tn </S>`, the backward LM `<S> t1 ... tn`, so `</S>` and `<S>` are counted, and
 out-of-vocabulary words are predicted as `<UNK>`.
 
@@ -14,14 +15,14 @@ out-of-vocabulary words are predicted as `<UNK>`.
 Example:
 >>> result = evaluate_model_dir("runs/small", ["heldout.txt"])
 >>> sorted(result)
-['average', 'backward', 'forward', 'sentences', 'targets']
+['average', 'backward', 'chunks', 'forward', 'max_sentence_tokens', 'sentences', 'targets']
 """
 
 import math
 
 import tensorflow as tf
 
-from training.dataset import make_dataset
+from training.dataset import count_tokens, make_dataset
 
 #: Upper bound on `batch rows x length x vocab` logits held at once (128 MB of float32).
 _MAX_LOGITS = 2 ** 25
@@ -38,7 +39,9 @@ def evaluate(model, files, vocab, config):
 
     Returns:
         dict: `forward`, `backward`, `average` perplexities (floats), `targets` (targets
-        per direction), `sentences` (sentence chunks read).
+        per direction), `sentences` (non-blank lines), `chunks` (the pieces of at most
+        `max_sentence_tokens` tokens that were scored: more than `sentences` when some
+        sentence is longer) and `max_sentence_tokens`.
 
     Raises:
         ValueError: when the files hold no token.
@@ -56,20 +59,22 @@ def evaluate(model, files, vocab, config):
         return sums["forward"], sums["backward"], sums["count"], rows
 
     forward = backward = count = 0.0
-    sentences = 0
+    chunks = 0
     for batch in dataset:
         f, b, c, rows = batch_sums(batch)
         forward += float(f)
         backward += float(b)
         count += float(c)
-        sentences += int(rows)
+        chunks += int(rows)
     if count == 0:
         raise ValueError(f"the held-out files {list(files)} contain no token; expected "
                          "one sentence per line.")
+    sentences, _ = count_tokens(files, config.tokenizer)  # before chunking
     forward_nll, backward_nll = forward / count, backward / count
     return {"forward": math.exp(forward_nll), "backward": math.exp(backward_nll),
             "average": math.exp(0.5 * (forward_nll + backward_nll)),
-            "targets": int(count), "sentences": sentences}
+            "targets": int(count), "sentences": sentences, "chunks": chunks,
+            "max_sentence_tokens": config.max_sentence_tokens}
 
 
 def evaluate_model_dir(model_dir, files):
@@ -82,11 +87,25 @@ def evaluate_model_dir(model_dir, files):
 
 
 def format_report(result, heldout):
-    """The lines `keras-elmo perplexity` prints."""
+    """The lines `keras-elmo perplexity` prints.
+
+    The first line names the chunks only when some sentence was longer than
+    `max_sentence_tokens`, e.g. `held-out: h.txt (2,112 sentences (2,119 chunks of <= 100
+    tokens), ... targets per direction, </S> and <S> included)`.
+    """
+    read = _count(result["sentences"], "sentence")
+    if result["chunks"] != result["sentences"]:
+        read += (f" ({_count(result['chunks'], 'chunk')} of <= "
+                 f"{result['max_sentence_tokens']} tokens)")
     return "\n".join([
-        f"held-out: {heldout} ({result['sentences']:,} sentences, {result['targets']:,} "
-        "targets per direction, </S> and <S> included)",
+        f"held-out: {heldout} ({read}, {result['targets']:,} targets per direction, "
+        "</S> and <S> included)",
         f"forward perplexity:  {result['forward']:.2f}",
         f"backward perplexity: {result['backward']:.2f}",
         f"average perplexity:  {result['average']:.2f}",
     ])
+
+
+def _count(number, noun):
+    """`"1 sentence"`, `"2,112 sentences"`."""
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")

@@ -16,6 +16,9 @@ the update independent of how the global batch is split across devices. Clipping
 the summed gradient, so it is all-reduced before clipping; the Keras optimizer then sums
 the (identical) per-replica copies again, hence the `1 / num_replicas` scale.
 
+Warm start: a new run with `config.init_from` first copies that model's weights in
+(`training.warm_start`); a resumed run takes them from its checkpoint instead.
+
 Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
 `batches_in_epoch` (global batches of the current epoch already consumed); a resumed run
 rebuilds that epoch's deterministic input order and skips those batches.
@@ -85,6 +88,7 @@ class Trainer:
             checkpoint_name="ckpt")
         self.log_every = log_every
         self.stream = stream
+        self.warm_started = None
         self._step_fn = None
 
     # --- state ---------------------------------------------------------------------------
@@ -153,12 +157,17 @@ class Trainer:
         checkpoint every `checkpoint_every_steps` steps and at the end.
 
         Returns:
-            dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `stopped`
+            dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `warm_started`
+            (`training.warm_start.warm_start`'s report, or None), `stopped`
             (`"epochs"`, `"max_steps"` or `"max_minutes"`), `seconds`, `last` (the last
             progress figures: loss, perplexity, tokens_per_second, ...), `history` (every
             progress report of this run).
         """
         resumed_from = self.restore_latest()
+        if resumed_from is None and self.config.init_from is not None:
+            from training.warm_start import warm_start
+
+            self.warm_started = warm_start(self.model, self.config.init_from, self.vocab)
         log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,
                           self.stream)
         start = time.monotonic()
@@ -199,7 +208,8 @@ class Trainer:
         if self.chief:
             self.model_dir.write_weights(self.model.make_bilm())
         return {"step": int(self.step.numpy()), "epoch": int(self.epoch.numpy()),
-                "resumed_from": resumed_from, "stopped": stopped,
+                "resumed_from": resumed_from, "warm_started": self.warm_started,
+                "stopped": stopped,
                 "seconds": time.monotonic() - start, "last": last or log.last,
                 "history": log.history}
 

@@ -1,0 +1,117 @@
+"""Warm start: a new training run that begins from an existing biLM (domain adaptation).
+
+ELMo's paper (section 3.4) fine-tunes the biLM on the task's own text before using it: the
+perplexity on that text drops and the task gains. `keras-elmo train NEW_DIR --init-from
+SOURCE_DIR` does this. `SOURCE_DIR` is any model directory in the published layout:
+
+    SOURCE_DIR/options.json   the architecture (the new run takes it over)
+    SOURCE_DIR/weights.hdf5   char CNN, highway, projection, LSTMs (ELMO_SPEC.md section 6)
+    SOURCE_DIR/vocab.txt      optional, with SOURCE_DIR/checkpoints/ (a `keras-elmo train`
+                              directory): the softmax rows of the words the two
+                              vocabularies share are copied too
+
+So a bilm-tf / AllenNLP model (weights only) starts its new softmax from scratch, and one
+of ours keeps what its softmax learned for every word it knew. The new vocabulary may differ
+from the source's (words of the new domain): new words get the softmax's usual
+initialisation. Only the weights are taken; the optimizer, step and data position start
+afresh.
+
+Example:
+>>> model = LanguageModel.from_training_config(config)  # doctest: +SKIP
+>>> warm_start(model, "runs/people_daily_small", Vocabulary.load("reviews_vocab.txt"))
+{'source': 'runs/people_daily_small', 'softmax_rows_copied': 8124, 'vocab_size': 10342}
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+
+from keras_elmo.options import BiLMOptions
+
+
+def source_options(source_dir):
+    """The architecture (`BiLMOptions`, training keys dropped) of `SOURCE_DIR/options.json`.
+
+    Raises:
+        FileNotFoundError: no directory or no options.json / weights.hdf5 in it.
+    """
+    source_dir = os.fspath(source_dir)
+    if not os.path.isdir(source_dir):
+        raise FileNotFoundError(f"--init-from {source_dir}: no such directory (expected a model "
+                                "directory with options.json and weights.hdf5).")
+    for name in ("options.json", "weights.hdf5"):
+        if not os.path.isfile(os.path.join(source_dir, name)):
+            raise FileNotFoundError(f"--init-from {source_dir}: {name} not found (expected a "
+                                    "model directory with options.json and weights.hdf5).")
+    options = BiLMOptions.from_file(os.path.join(source_dir, "options.json"))
+    return dataclasses.replace(options, extra={})
+
+
+def warm_start(model, source_dir, vocab):
+    """Copies a source biLM's weights into a freshly built `LanguageModel`.
+
+    Args:
+        model: `training.language_model.LanguageModel`, built, with the source's
+            architecture (variables may be mirrored: call in cross-replica context).
+        source_dir: str, the source model directory (see the module docstring).
+        vocab: `training.vocabulary.Vocabulary` of `model`'s softmax.
+
+    Returns:
+        dict: `source`, `softmax_rows_copied` (0 without a source softmax), `vocab_size`.
+
+    Raises:
+        FileNotFoundError: see `source_options`.
+        ValueError: the architectures differ (names the first differing option), or the
+            weight file / checkpoint does not fit them.
+    """
+    from keras_elmo.bilm import BiLM
+    from keras_elmo.weight_file import load_bilm_weights
+
+    source_dir = os.fspath(source_dir)
+    options = source_options(source_dir)
+    mine = dataclasses.replace(model.options, extra={})
+    if mine != options:
+        key, theirs, ours = _first_difference(options.to_dict(), mine.to_dict())
+        raise ValueError(f"--init-from {source_dir}: its architecture differs from this run's "
+                         f"({key} is {theirs!r} there, {ours!r} here); drop the architecture "
+                         "flags / --config keys so the run takes the source's options.")
+    bilm = BiLM(model.options)  # equal to the source's but for `extra`
+    load_bilm_weights(bilm, os.path.join(source_dir, "weights.hdf5"))
+    model.transfer_from_bilm(bilm)
+    copied = _copy_softmax_rows(model, source_dir, vocab)
+    return {"source": source_dir, "softmax_rows_copied": copied, "vocab_size": len(vocab)}
+
+
+def _copy_softmax_rows(model, source_dir, vocab):
+    """Softmax rows (W, b) of shared words from a `keras-elmo train` source; rows copied."""
+    from training.model_dir import ModelDir
+
+    source = ModelDir(source_dir)
+    if not os.path.isfile(source.vocab_path) or source.latest_checkpoint() is None:
+        return 0
+    _, source_vocab, source_model = source.load_model()
+    index = {token: i for i, token in enumerate(source_vocab.tokens)}
+    pairs = [(i, index[token]) for i, token in enumerate(vocab.tokens) if token in index]
+    if not pairs:
+        return 0
+    rows, source_rows = (np.array(column) for column in zip(*pairs))
+    embeddings = model.softmax.embeddings.numpy()
+    bias = model.softmax.bias.numpy()
+    embeddings[rows] = source_model.softmax.embeddings.numpy()[source_rows]
+    bias[rows] = source_model.softmax.bias.numpy()[source_rows]
+    model.softmax.embeddings.assign(embeddings)
+    model.softmax.bias.assign(bias)
+    return len(pairs)
+
+
+def _first_difference(left, right, prefix=""):
+    for key in sorted(set(left) | set(right)):
+        a, b = left.get(key), right.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found = _first_difference(a, b, f"{prefix}{key}.")
+            if found:
+                return found
+        elif a != b:
+            return f"{prefix}{key}", a, b
+    return None
