@@ -142,3 +142,29 @@ def test_kill_9_then_restart_resumes_from_the_last_checkpoint(data):
     assert steps and min(steps) > saved_step  # continued, did not start from 0
     assert tf.train.latest_checkpoint(model_dir.checkpoint_dir).endswith(f"ckpt-{target}")
     _read_back(model_dir)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(data, tmp_path):
+    """Stop at step 6, resume to 12 == 12 steps at once (no dropout, full softmax: the
+    random parts a process does not carry over are off), optimizer state included."""
+    import keras
+    import numpy as np
+
+    _, corpus, vocab = data
+    flags = ["--train", corpus, "--vocab", vocab, "--size", "tiny", "--optimizer", "adam",
+             "--learning-rate", "0.01", "--dropout", "0.0", "--epochs", "10",
+             "--log-every", "100"]
+    keras.utils.set_random_seed(0)
+    assert main(["train", str(tmp_path / "once")] + flags + ["--max-steps", "12"]) == 0
+    keras.utils.set_random_seed(0)
+    assert main(["train", str(tmp_path / "twice")] + flags + ["--max-steps", "6"]) == 0
+    assert main(["train", str(tmp_path / "twice"), "--max-steps", "12"]) == 0
+    once = tf.train.load_checkpoint(str(tmp_path / "once" / "checkpoints" / "ckpt-12"))
+    twice = tf.train.load_checkpoint(str(tmp_path / "twice" / "checkpoints" / "ckpt-12"))
+    names = [n for n in once.get_variable_to_shape_map()
+             if n.startswith(("model/", "optimizer/", "epoch", "batches_in_epoch"))]
+    assert len(names) > 50
+    for name in names:
+        np.testing.assert_allclose(twice.get_tensor(name), once.get_tensor(name), atol=1e-6,
+                                   err_msg=name)
