@@ -157,8 +157,8 @@ def resolve_config(args, model_dir):
             from training.warm_start import source_options
 
             data = merge_dicts(data, source_options(args.init_from).to_dict())
-    if args.init_from:
-        data["init_from"] = args.init_from
+    if args.init_from:  # absolute: a restart from another directory finds it too
+        data["init_from"] = os.path.abspath(args.init_from)
     if args.config:
         data = merge_dicts(data, _read_json(args.config))
     for key in _FLAGS:

@@ -88,7 +88,6 @@ class Trainer:
             checkpoint_name="ckpt")
         self.log_every = log_every
         self.stream = stream
-        self.warm_started = None
         self._step_fn = None
 
     # --- state ---------------------------------------------------------------------------
@@ -164,10 +163,11 @@ class Trainer:
             progress report of this run).
         """
         resumed_from = self.restore_latest()
+        warm_started = None
         if resumed_from is None and self.config.init_from is not None:
             from training.warm_start import warm_start
 
-            self.warm_started = warm_start(self.model, self.config.init_from, self.vocab)
+            warm_started = warm_start(self.model, self.config.init_from, self.vocab)
         log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,
                           self.stream)
         start = time.monotonic()
@@ -208,7 +208,7 @@ class Trainer:
         if self.chief:
             self.model_dir.write_weights(self.model.make_bilm())
         return {"step": int(self.step.numpy()), "epoch": int(self.epoch.numpy()),
-                "resumed_from": resumed_from, "warm_started": self.warm_started,
+                "resumed_from": resumed_from, "warm_started": warm_started,
                 "stopped": stopped,
                 "seconds": time.monotonic() - start, "last": last or log.last,
                 "history": log.history}
