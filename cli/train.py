@@ -181,6 +181,10 @@ def resolve_config(args, model_dir):
                              "(expected one sentence per line, tokens separated by spaces).")
         data["n_train_tokens"] = tokens
     config = TrainingConfig.from_dict(data)
+    if not resume and config.init_from is not None:  # before anything is written
+        from training.warm_start import check_source
+
+        check_source(config.options, config.init_from)
     if resume:
         conflicts = saved.conflicts(config)
         if conflicts:

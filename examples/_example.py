@@ -23,3 +23,27 @@ def parser(doc):
     return argparse.ArgumentParser(
         description=doc.split("\n")[0], epilog="Example:" + doc.split("Example:")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_task_arguments(parser, batch_size):
+    """The options both downstream scripts (pos_tagger.py, sentiment.py) share: the biLM,
+    the output, the two-arm task model and the stored biLM layers."""
+    parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
+    parser.add_argument("--out", required=True, help="directory for results (created)")
+    parser.add_argument("--patience", type=int, default=2)
+    parser.add_argument("--dev-sentences", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--word-dim", type=int, default=64)
+    parser.add_argument("--lstm-units", type=int, default=128)
+    parser.add_argument("--elmo-dropout", type=float, default=0.5)
+    parser.add_argument("--layer-norm", action="store_true",
+                        help="normalise each biLM layer in the mix (ScalarMix do_layer_norm)")
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--layers-dir", default=None,
+                        help="where the stored biLM layers go (float16, ~1.6 GB for all of "
+                             "People's Daily train; default OUT)")
+    parser.add_argument("--keep-layers", action="store_true",
+                        help="keep the stored biLM layers in OUT and reuse them next time "
+                             "(same model and sentences); default: deleted at the end")
+    parser.add_argument("--no-text-check", action="store_true",
+                        help="skip the end-to-end ElmoLayer check on raw strings")

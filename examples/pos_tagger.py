@@ -31,34 +31,16 @@ import _example
 
 def parse_args(argv):
     parser = _example.parser(__doc__)
+    _example.add_task_arguments(parser, batch_size=32)
     parser.add_argument("--data", required=True, help="directory with train/heldout.conll")
-    parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
-    parser.add_argument("--out", required=True, help="directory for results (created)")
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 1.0])
     parser.add_argument("--epochs", type=int, nargs="+", default=[30, 10, 4],
                         help="most epochs per fraction (default 30 10 4)")
-    parser.add_argument("--patience", type=int, default=2)
-    parser.add_argument("--dev-sentences", type=int, default=1000)
     parser.add_argument("--max-train-len", type=int, default=100,
                         help="training sentences are cut to this many tokens (test: never)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--word-dim", type=int, default=64)
-    parser.add_argument("--lstm-units", type=int, default=128)
-    parser.add_argument("--elmo-dropout", type=float, default=0.5)
-    parser.add_argument("--layer-norm", action="store_true",
-                        help="normalise each biLM layer in the mix (ScalarMix do_layer_norm)")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-sentences", type=int, default=None,
                         help="read only this many sentences of each file (for quick runs)")
-    parser.add_argument("--layers-dir", default=None,
-                        help="where the stored biLM layers go (float16, ~1.6 GB for all of "
-                             "People's Daily train; default OUT)")
-    parser.add_argument("--keep-layers", action="store_true",
-                        help="keep the stored biLM layers in OUT and reuse them next time "
-                             "(same model and sentences); default: deleted at the end")
-    parser.add_argument("--no-text-check", action="store_true",
-                        help="skip the end-to-end ElmoLayer check on raw strings")
     args = parser.parse_args(argv)
     if len(args.epochs) != len(args.fractions):
         parser.error(f"--epochs needs one value per fraction; received {args.epochs} for "

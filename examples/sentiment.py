@@ -36,18 +36,12 @@ import _example
 
 def parse_args(argv):
     parser = _example.parser(__doc__)
+    _example.add_task_arguments(parser, batch_size=64)
     parser.add_argument("--data", required=True, help="directory with sentiment/{pos,neg}.txt")
-    parser.add_argument("--model", required=True, help="biLM MODEL_DIR")
-    parser.add_argument("--out", required=True, help="directory for results (created)")
     parser.add_argument("--tokenizer", default="jieba", choices=("jieba", "chars"))
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--patience", type=int, default=2)
-    parser.add_argument("--dev-sentences", type=int, default=1000)
     parser.add_argument("--test-fraction", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--word-dim", type=int, default=64)
-    parser.add_argument("--lstm-units", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the split and of the first task models (0)")
     parser.add_argument("--repeats", type=int, default=1,
@@ -57,16 +51,6 @@ def parse_args(argv):
                         help="train on this seeded share of the training reviews (1.0)")
     parser.add_argument("--max-reviews", type=int, default=None,
                         help="use only this many reviews after the split (quick runs)")
-    parser.add_argument("--elmo-dropout", type=float, default=0.5)
-    parser.add_argument("--layer-norm", action="store_true",
-                        help="normalise each biLM layer in the mix (ScalarMix do_layer_norm)")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--layers-dir", default=None,
-                        help="where the stored biLM layers go (float16, ~1.6 GB for all of "
-                             "People's Daily train; default OUT)")
-    parser.add_argument("--keep-layers", action="store_true",
-                        help="keep the stored biLM layers in OUT and reuse them next time")
-    parser.add_argument("--no-text-check", action="store_true")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1; received {args.repeats}.")

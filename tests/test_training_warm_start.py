@@ -157,3 +157,4 @@ def test_bad_sources_are_one_clear_line(source, tmp_path, capsys, case, expected
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
     assert err[0].startswith("keras-elmo train: error: --init-from ")
+    assert not (tmp_path / "new").exists()  # refused before anything was written

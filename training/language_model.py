@@ -132,9 +132,10 @@ class LanguageModel(keras.Model):
         _copy_encoders(self, bilm)
         return bilm
 
-    def transfer_from_bilm(self, bilm):
-        """Copies a `keras_elmo.BiLM`'s token encoder and LSTM weights into this model."""
-        _copy_encoders(bilm, self)
+    def transfer_from(self, source):
+        """Copies the token encoder and LSTM weights of a `keras_elmo.BiLM` or of another
+        `LanguageModel` (same options) into this model."""
+        _copy_encoders(source, self)
         return self
 
     def make_bilm(self):

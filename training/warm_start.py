@@ -65,32 +65,48 @@ def warm_start(model, source_dir, vocab):
         ValueError: the architectures differ (names the first differing option), or the
             weight file / checkpoint does not fit them.
     """
-    from keras_elmo.bilm import BiLM
-    from keras_elmo.weight_file import load_bilm_weights
+    from training.model_dir import ModelDir
 
     source_dir = os.fspath(source_dir)
-    options = source_options(source_dir)
-    mine = dataclasses.replace(model.options, extra={})
-    if mine != options:
-        key, theirs, ours = _first_difference(options.to_dict(), mine.to_dict())
-        raise ValueError(f"--init-from {source_dir}: its architecture differs from this run's "
-                         f"({key} is {theirs!r} there, {ours!r} here); drop the architecture "
-                         "flags / --config keys so the run takes the source's options.")
-    bilm = BiLM(model.options)  # equal to the source's but for `extra`
-    load_bilm_weights(bilm, os.path.join(source_dir, "weights.hdf5"))
-    model.transfer_from_bilm(bilm)
-    copied = _copy_softmax_rows(model, source_dir, vocab)
+    check_source(model.options, source_dir)
+    source = ModelDir(source_dir)
+    copied = 0
+    if os.path.isfile(source.vocab_path) and source.latest_checkpoint() is not None:
+        # One of our runs: everything from its newest checkpoint (weights.hdf5 is written
+        # only when a run ends, so it may be older than the checkpoint).
+        _, source_vocab, source_model = source.load_model()
+        model.transfer_from(source_model)
+        copied = _copy_softmax_rows(source_model, source_vocab, model, vocab)
+    else:  # published weights only: no softmax
+        from keras_elmo.bilm import BiLM
+        from keras_elmo.weight_file import load_bilm_weights
+
+        bilm = BiLM(model.options)  # equal to the source's but for `extra`
+        load_bilm_weights(bilm, os.path.join(source_dir, "weights.hdf5"))
+        model.transfer_from(bilm)
     return {"source": source_dir, "softmax_rows_copied": copied, "vocab_size": len(vocab)}
 
 
-def _copy_softmax_rows(model, source_dir, vocab):
-    """Softmax rows (W, b) of shared words from a `keras-elmo train` source; rows copied."""
-    from training.model_dir import ModelDir
+def check_source(options, source_dir):
+    """Refuses a source whose files are missing or whose architecture is not `options`.
 
-    source = ModelDir(source_dir)
-    if not os.path.isfile(source.vocab_path) or source.latest_checkpoint() is None:
-        return 0
-    _, source_vocab, source_model = source.load_model()
+    Called by `keras-elmo train` before it writes anything, and again by `warm_start`.
+
+    Raises:
+        FileNotFoundError: see `source_options`.
+        ValueError: the architectures differ (names the first differing option).
+    """
+    theirs_options = source_options(source_dir)
+    mine = dataclasses.replace(options, extra={})
+    if mine != theirs_options:
+        key, theirs, ours = _first_difference(theirs_options.to_dict(), mine.to_dict())
+        raise ValueError(f"--init-from {source_dir}: its architecture differs from this run's "
+                         f"({key} is {theirs!r} there, {ours!r} here); drop the architecture "
+                         "flags / --config keys so the run takes the source's options.")
+
+
+def _copy_softmax_rows(source_model, source_vocab, model, vocab):
+    """Softmax rows (W, b) of the words in both vocabularies; returns how many."""
     index = {token: i for i, token in enumerate(source_vocab.tokens)}
     pairs = [(i, index[token]) for i, token in enumerate(vocab.tokens) if token in index]
     if not pairs:
