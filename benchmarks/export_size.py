@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 COLD_START = """
 import json, time
@@ -57,7 +56,7 @@ def main(argv=None):
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras_elmo
-    from export import export_from_files
+    from keras_elmo.export import export_from_files
     from keras_elmo.weight_file import save_published
 
     print(f"load average (1, 5, 15 min): {os.getloadavg()}; cpus: {os.cpu_count()}")

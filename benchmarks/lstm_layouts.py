@@ -24,8 +24,6 @@ import argparse
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [_HERE, os.path.dirname(_HERE)]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
 
 from _common import (MatmulProbe, format_samples, median_spread, print_load,  # noqa: E402

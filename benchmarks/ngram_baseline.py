@@ -13,11 +13,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from training.corpus import expand_corpus  # noqa: E402
-from training.ngram_baseline import evaluate_baseline  # noqa: E402
-from training.vocabulary import Vocabulary  # noqa: E402
+from keras_elmo.training.corpus import expand_corpus  # noqa: E402
+from keras_elmo.evaluation.ngram_baseline import evaluate_baseline  # noqa: E402
+from keras_elmo.training.vocabulary import Vocabulary  # noqa: E402
 
 
 def main(argv=None):

@@ -28,8 +28,6 @@ import statistics
 import sys
 import time
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [_HERE, os.path.dirname(_HERE)]
 
 from _common import format_samples, peak_memory_mb, print_load, report, time_call  # noqa: E402
 from inference import random_sentences  # noqa: E402

@@ -23,18 +23,17 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_elmo.characters import batch_to_ids  # noqa: E402
-from training.config import TrainingConfig  # noqa: E402
-from training.distribute import make_strategy  # noqa: E402
-from training.model_dir import ModelDir  # noqa: E402
-from training.trainer import Trainer  # noqa: E402
-from training.vocabulary import SPECIAL_TOKENS, Vocabulary  # noqa: E402
+from keras_elmo.training.config import TrainingConfig  # noqa: E402
+from keras_elmo.training.distribute import make_strategy  # noqa: E402
+from keras_elmo.training.model_dir import ModelDir  # noqa: E402
+from keras_elmo.training.trainer import Trainer  # noqa: E402
+from keras_elmo.training.vocabulary import SPECIAL_TOKENS, Vocabulary  # noqa: E402
 
 MATMUL_SIZE = 2048
 

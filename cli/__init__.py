@@ -1,1 +1,1 @@
-"""The `keras-elmo` command line: one module per subcommand, dispatched by `cli.main`."""
+"""The `keras-elmo` command line: one module per subcommand, dispatched by `keras_elmo.cli.main`."""

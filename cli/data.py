@@ -36,7 +36,7 @@ def run(args):
     """Prepares the dataset named by `args.dataset`; returns the exit code."""
     if args.dataset != "people-daily":
         raise ValueError(f"Expected the dataset 'people-daily'. Received: {args.dataset!r}")
-    from training.people_daily import prepare_people_daily
+    from keras_elmo.training.people_daily import prepare_people_daily
 
     manifest = prepare_people_daily(args.out, cache_dir=args.cache,
                                     keep_full_width=args.keep_full_width)

@@ -51,8 +51,8 @@ def run(args):
         raise ValueError(f"--batch-size must be >= 1; received {args.batch_size}.")
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
-    from applications.inputs import check_paths
-    from export.model_dir import VOCAB_FILE, find_model_files
+    from keras_elmo.embedding.inputs import check_paths
+    from keras_elmo.export.model_dir import VOCAB_FILE, find_model_files
 
     # One clear line for a bad MODEL_DIR, before loading TF.
     _, _, found_mix = find_model_files(args.model_dir)
@@ -70,8 +70,8 @@ def run(args):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (expected one token per "
                                 "line).")
 
-    from applications.embed_file import embed_file
-    from applications.model_files import load_bilm, load_token_cache
+    from keras_elmo.embedding.embed_file import embed_file
+    from keras_elmo.embedding.loaders import load_bilm, load_token_cache
 
     bilm = load_bilm(args.model_dir)
     cache = load_token_cache(bilm, vocab) if vocab else None

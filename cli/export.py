@@ -61,7 +61,7 @@ def run(args):
         raise ValueError(f"--version must be >= 0; received {args.version}.")
     if args.max_length is not None and args.max_length < 1:
         raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
-    from export.model_dir import find_model_files
+    from keras_elmo.export.model_dir import find_model_files
 
     if model_dir is not None:
         try:  # one clear line for a bad MODEL_DIR, before loading TF
@@ -72,8 +72,8 @@ def run(args):
     else:
         options_file, weight_file, found_mix = args.options, args.weights, None
     mix_file = args.mix_weights or found_mix
-    from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
-    from export.saved_model import export_from_files, versioned_path
+    from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
+    from keras_elmo.export.saved_model import export_from_files, versioned_path
 
     start = time.perf_counter()
     path = export_from_files(options_file, weight_file, versioned_path(out_dir, args.version),

@@ -30,9 +30,9 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"cli.{name}")
+            module = importlib.import_module(f"keras_elmo.cli.{name}")
         except ModuleNotFoundError as error:
-            if error.name == f"cli.{name}":
+            if error.name == f"keras_elmo.cli.{name}":
                 continue  # subcommand not part of this build
             raise
         module.add_parser(subparsers)

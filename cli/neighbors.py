@@ -60,8 +60,8 @@ def run(args):
         raise ValueError(f"--context must be >= 0; received {args.context}.")
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
-    from applications.inputs import find_word
-    from export.model_dir import VOCAB_FILE, find_model_files
+    from keras_elmo.embedding.inputs import find_word
+    from keras_elmo.export.model_dir import VOCAB_FILE, find_model_files
 
     find_model_files(args.model_dir)  # one clear line for a bad MODEL_DIR, before loading TF
     if not os.path.isfile(args.corpus):
@@ -76,8 +76,8 @@ def run(args):
     elif not os.path.isfile(vocab):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
 
-    from applications.model_files import load_bilm, load_token_cache
-    from applications.neighbors import find_neighbors
+    from keras_elmo.embedding.loaders import load_bilm, load_token_cache
+    from keras_elmo.embedding.neighbors import find_neighbors
 
     bilm = load_bilm(args.model_dir)
     cache = load_token_cache(bilm, vocab) if vocab else None

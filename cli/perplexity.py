@@ -25,8 +25,8 @@ def add_parser(subparsers):
 
 def run(args):
     """Evaluates and prints the report; returns the exit code."""
-    from training.corpus import expand_corpus
-    from training.perplexity import evaluate_model_dir, format_report
+    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report
 
     files = expand_corpus(args.heldout)
     result = evaluate_model_dir(args.model_dir, files)

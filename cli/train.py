@@ -90,13 +90,13 @@ def run(args):
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise ValueError(f"--max-minutes must be > 0; received {args.max_minutes}.")
 
-    from training import distribute
+    from keras_elmo.training import distribute
 
     strategy = distribute.make_strategy()  # before any other TF op (multi-worker needs it)
 
-    from training.corpus import expand_corpus
-    from training.model_dir import ModelDir
-    from training.trainer import Trainer
+    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.training.model_dir import ModelDir
+    from keras_elmo.training.trainer import Trainer
 
     model_dir = ModelDir(args.model_dir)
     config, vocab = resolve_config(args, model_dir)
@@ -120,7 +120,7 @@ def run(args):
           f"full epoch(s){resumed}, {result['seconds']:.0f} s; wrote {model_dir.options_path}, "
           f"{model_dir.weights_path}, {model_dir.checkpoint_dir}/", flush=True)
     if args.heldout:
-        from training.perplexity import evaluate, format_report
+        from keras_elmo.evaluation.perplexity import evaluate, format_report
 
         heldout = expand_corpus(args.heldout)
         print(format_report(evaluate(trainer.model, heldout, vocab, config),
@@ -135,10 +135,10 @@ def resolve_config(args, model_dir):
         ValueError: missing --train/--vocab for a new run, an empty corpus, or (resume) a
             flag that conflicts with the saved config.
     """
-    from training.config import TrainingConfig, merge_dicts
-    from training.dataset import count_tokens
-    from training.vocabulary import Vocabulary
-    from training.corpus import expand_corpus
+    from keras_elmo.training.config import TrainingConfig, merge_dicts
+    from keras_elmo.training.dataset import count_tokens
+    from keras_elmo.training.vocabulary import Vocabulary
+    from keras_elmo.training.corpus import expand_corpus
 
     resume = model_dir.has_run()
     if resume:
@@ -154,7 +154,7 @@ def resolve_config(args, model_dir):
                              f"--train={args.train!r}, --vocab={args.vocab!r}).")
         data = TrainingConfig.preset(args.size or "small").to_dict()
         if args.init_from:
-            from training.warm_start import source_options
+            from keras_elmo.training.warm_start import source_options
 
             data = merge_dicts(data, source_options(args.init_from).to_dict())
     if args.init_from:  # absolute: a restart from another directory finds it too
@@ -182,7 +182,7 @@ def resolve_config(args, model_dir):
         data["n_train_tokens"] = tokens
     config = TrainingConfig.from_dict(data)
     if not resume and config.init_from is not None:  # before anything is written
-        from training.warm_start import check_source
+        from keras_elmo.training.warm_start import check_source
 
         check_source(config.options, config.init_from)
     if resume:

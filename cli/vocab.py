@@ -25,8 +25,8 @@ def add_parser(subparsers):
 
 def run(args):
     """Builds and writes the vocabulary; returns the exit code."""
-    from training.corpus import expand_corpus
-    from training.vocabulary import count_tokens, vocabulary_from_counts
+    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.training.vocabulary import count_tokens, vocabulary_from_counts
 
     vocabulary_from_counts({}, args.min_count, args.max_size)  # reject bad numbers early
     paths = expand_corpus(args.train)

@@ -1,8 +1,9 @@
-"""What the example scripts share: the repository on `sys.path`, quiet TensorFlow logs, and
-an argument parser built from the script's docstring.
+"""What the example scripts share: quiet TensorFlow logs and an argument parser built from
+the script's docstring. The scripts use the installed `keras_elmo` (`pip install -e .`) and
+the example-only code in `examples/tasks/` (data readers, task models, stored biLM layers).
 
 A script starts with `import _example` (Python puts `examples/` on `sys.path` when it runs
-`python examples/<script>.py`; the tests add it themselves), then
+`python examples/<script>.py`; pytest's `pythonpath` setting does it for the tests), then
 `parser = _example.parser(__doc__)`: the docstring's first line is the description and its
 `Example:` section the epilog of `--help`.
 """
@@ -11,10 +12,6 @@ import argparse
 import os
 import sys
 
-#: The repository root (holds `keras_elmo/`, `applications/`, `training/`, ...).
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 

@@ -75,9 +75,9 @@ def parse_args(argv):
 
 def write_review_corpus(args, corpus_dir):
     """Writes train.txt, dev.txt, heldout.txt and vocab.txt; returns their counts."""
-    from applications.datasets import load_sentiment
-    from training.corpus import atomic_writer
-    from training.vocabulary import count_tokens, vocabulary_from_counts
+    from tasks.datasets import load_sentiment
+    from keras_elmo.training.corpus import atomic_writer
+    from keras_elmo.training.vocabulary import count_tokens, vocabulary_from_counts
 
     split = load_sentiment(os.path.join(args.data, "sentiment"), args.tokenizer,
                            args.test_fraction, args.seed)
@@ -102,8 +102,8 @@ def write_review_corpus(args, corpus_dir):
 
 def unk_share(vocab_path, path):
     """Share of the whitespace tokens of `path` outside the vocabulary."""
-    from training.corpus import read_sentences
-    from training.vocabulary import Vocabulary
+    from keras_elmo.training.corpus import read_sentences
+    from keras_elmo.training.vocabulary import Vocabulary
 
     vocab = Vocabulary.load(vocab_path)
     total = unknown = 0
@@ -115,7 +115,7 @@ def unk_share(vocab_path, path):
 
 def score(model_dir, files):
     """`{name: perplexity result + unk_share}` of a training run's newest checkpoint."""
-    from training.perplexity import evaluate_model_dir
+    from keras_elmo.evaluation.perplexity import evaluate_model_dir
 
     vocab = os.path.join(model_dir, "vocab.txt")
     return {name: dict(evaluate_model_dir(model_dir, [path]), unk_share=unk_share(vocab, path))
@@ -131,8 +131,8 @@ def keep(run_dir, out):
 
 def main(argv=None):
     args = parse_args(argv)
-    from cli.main import main as keras_elmo
-    from training.model_dir import ModelDir
+    from keras_elmo.cli.main import main as keras_elmo
+    from keras_elmo.training.model_dir import ModelDir
 
     started = time.perf_counter()
     corpus = args.corpus or os.path.join(args.data, f"reviews_seed{args.seed}")

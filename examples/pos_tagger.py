@@ -52,11 +52,11 @@ def main(argv=None):
     args = parse_args(argv)
     import keras
 
-    from applications.bilm_runner import BiLMRunner
-    from applications.datasets import build_word_index, encode, read_conll, subsample
-    from applications.downstream import Batches, TaskLayers, accuracy, predict_text
-    from applications.experiment import build_store, model_fingerprint, train_arm
-    from applications.model_files import VOCAB_FILE, load_bilm, load_token_cache, model_files
+    from keras_elmo.embedding.bilm_runner import BiLMRunner
+    from tasks.datasets import build_word_index, encode, read_conll, subsample
+    from tasks.downstream import Batches, TaskLayers, accuracy, predict_text
+    from tasks.experiment import build_store, model_fingerprint, train_arm
+    from keras_elmo.embedding.loaders import VOCAB_FILE, load_bilm, load_token_cache, model_files
 
     started = time.perf_counter()
     options_file, weight_file = model_files(args.model)

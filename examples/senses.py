@@ -83,9 +83,9 @@ def main(argv=None):
     args = parse_args(argv)
     import numpy as np
 
-    from applications.bilm_runner import BiLMRunner
-    from applications.datasets import read_conll
-    from applications.model_files import VOCAB_FILE, load_bilm, load_token_cache
+    from keras_elmo.embedding.bilm_runner import BiLMRunner
+    from tasks.datasets import read_conll
+    from keras_elmo.embedding.loaders import VOCAB_FILE, load_bilm, load_token_cache
 
     start = time.perf_counter()
     train = read_conll(os.path.join(args.data, "train.conll"))

@@ -8,7 +8,7 @@ describes the signatures and a TF Serving deployment. `export.model_dir` finds t
 a MODEL_DIR without importing TensorFlow (the CLI and `applications` use it too).
 
 Example:
->>> from export import export_model_dir
+>>> from keras_elmo.export import export_model_dir
 >>> export_model_dir("runs/small", "serving/elmo", version=1)  # doctest: +SKIP
 >>> elmo = tf.saved_model.load("serving/elmo/1")  # doctest: +SKIP
 >>> elmo.signatures["default"](text=tf.constant(["The cat sat ."]))["elmo"]  # doctest: +SKIP
@@ -20,19 +20,19 @@ import importlib
 #: (PEP 562), not here: `export.model_dir` is imported by the CLI before TensorFlow is
 #: loaded, and importing it runs this file first.
 _PUBLIC = {
-    "DEFAULT_MAX_LENGTH": "export.elmo_module",
-    "MIX_WEIGHTS_FILE": "export.model_dir",
-    "SIGNATURES": "export.elmo_module",
-    "ElmoModule": "export.elmo_module",
-    "build_mix": "export.mix_weights",
-    "export_from_files": "export.saved_model",
-    "export_model_dir": "export.saved_model",
-    "export_saved_model": "export.saved_model",
-    "find_model_files": "export.model_dir",
-    "load_mix_weights": "export.mix_weights",
-    "save_mix_weights": "export.mix_weights",
-    "split_whitespace": "export.whitespace",
-    "versioned_path": "export.saved_model",
+    "DEFAULT_MAX_LENGTH": "keras_elmo.export.elmo_module",
+    "MIX_WEIGHTS_FILE": "keras_elmo.export.model_dir",
+    "SIGNATURES": "keras_elmo.export.elmo_module",
+    "ElmoModule": "keras_elmo.export.elmo_module",
+    "build_mix": "keras_elmo.export.mix_weights",
+    "export_from_files": "keras_elmo.export.saved_model",
+    "export_model_dir": "keras_elmo.export.saved_model",
+    "export_saved_model": "keras_elmo.export.saved_model",
+    "find_model_files": "keras_elmo.export.model_dir",
+    "load_mix_weights": "keras_elmo.export.mix_weights",
+    "save_mix_weights": "keras_elmo.export.mix_weights",
+    "split_whitespace": "keras_elmo.export.whitespace",
+    "versioned_path": "keras_elmo.export.saved_model",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -25,8 +25,8 @@ from keras_elmo import constants
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids
 
-from export.mix_weights import build_mix
-from export.whitespace import split_whitespace
+from keras_elmo.export.mix_weights import build_mix
+from keras_elmo.export.whitespace import split_whitespace
 
 #: Tokens per sentence a SavedModel accepts unless told otherwise (`--max-length`).
 DEFAULT_MAX_LENGTH = 512

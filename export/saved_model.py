@@ -27,9 +27,9 @@ import keras_elmo
 from keras_elmo.bilm import BiLM
 from keras_elmo.elmo_layer import ElmoLayer
 
-from export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
-from export.mix_weights import load_mix_weights, mix_to_dict
-from export.model_dir import OPTIONS_FILE, find_model_files
+from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
+from keras_elmo.export.mix_weights import load_mix_weights, mix_to_dict
+from keras_elmo.export.model_dir import OPTIONS_FILE, find_model_files
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"

@@ -10,33 +10,39 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
-from keras_elmo.bilm import BiLM
-from keras_elmo.char_cnn_embedder import CharCNNEmbedder
-from keras_elmo.characters import batch_to_ids, token_to_char_ids
-from keras_elmo.elmo_layer import ElmoLayer
-from keras_elmo.highway import Highway
-from keras_elmo.lstm_projection_cell import LSTMProjectionCell
-from keras_elmo.options import BiLMOptions
-from keras_elmo.residual_bilstm import ResidualBiLSTM
-from keras_elmo.scalar_mix import ScalarMix
-from keras_elmo.token_cache import TokenEmbeddingCache
-from keras_elmo.weight_file import load_bilm_weights, save_bilm_weights, save_published
+import importlib
+
+#: Public name -> the module that defines it. Modules are imported on first use (PEP 562), so
+#: `import keras_elmo` and the command line's argument checks do not load TensorFlow.
+_PUBLIC = {
+    "BiLM": "keras_elmo.bilm",
+    "BiLMOptions": "keras_elmo.options",
+    "CharCNNEmbedder": "keras_elmo.char_cnn_embedder",
+    "ElmoLayer": "keras_elmo.elmo_layer",
+    "Highway": "keras_elmo.highway",
+    "LSTMProjectionCell": "keras_elmo.lstm_projection_cell",
+    "ResidualBiLSTM": "keras_elmo.residual_bilstm",
+    "ScalarMix": "keras_elmo.scalar_mix",
+    "TokenEmbeddingCache": "keras_elmo.token_cache",
+    "batch_to_ids": "keras_elmo.characters",
+    "load_bilm_weights": "keras_elmo.weight_file",
+    "save_bilm_weights": "keras_elmo.weight_file",
+    "save_published": "keras_elmo.weight_file",
+    "token_to_char_ids": "keras_elmo.characters",
+}
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BiLM",
-    "BiLMOptions",
-    "CharCNNEmbedder",
-    "ElmoLayer",
-    "Highway",
-    "LSTMProjectionCell",
-    "ResidualBiLSTM",
-    "ScalarMix",
-    "TokenEmbeddingCache",
-    "batch_to_ids",
-    "load_bilm_weights",
-    "save_bilm_weights",
-    "save_published",
-    "token_to_char_ids",
-]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'keras_elmo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later look-ups do not come here
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 MINUTES="${MINUTES:-20}"
 DATA="${DATA:-data/people_daily}"
 RUN="${RUN:-runs/people_daily_small}"
-ELMO=(python -m cli)   # the same as the installed `keras-elmo` command
+ELMO=(python -m keras_elmo.cli)   # the same as the installed `keras-elmo` command
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"
 
 step() { printf '\n=== %s\n' "$*"; }

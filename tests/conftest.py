@@ -6,11 +6,9 @@ import types
 
 import pytest
 
-# The numeric tests import their helpers as top-level modules (`import numpy_reference`),
-# whether or not `tests/` is a package.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import weight_fixtures  # noqa: E402
+# `tests/` is no package: pytest puts it on sys.path (rootdir-relative "prepend" import
+# mode), so the helpers import as top-level modules (`import numpy_reference`).
+import weight_fixtures
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cli.main import main
+from keras_elmo.cli.main import main
 from test_people_daily import EXPECTED_TRAIN, fake_pip, split_for_test  # noqa: F401 (fixture)
 
 

@@ -11,13 +11,13 @@ import time
 import pytest
 import tensorflow as tf
 
-from cli.main import main
+from keras_elmo.cli.main import main
 from keras_elmo.bilm import BiLM
 from keras_elmo.options import BiLMOptions
-from training.config import TrainingConfig
-from training.model_dir import ModelDir
-from training.trainer import Trainer
-from training.vocabulary import Vocabulary
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.training.trainer import Trainer
+from keras_elmo.training.vocabulary import Vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = "the cat sat on the mat\na dog ran to the red house\nthe end\n"
@@ -112,7 +112,7 @@ def _read_back(model_dir):
 def test_kill_9_then_restart_resumes_from_the_last_checkpoint(data):
     tmp_path, corpus, vocab = data
     model_dir = ModelDir(str(tmp_path / "model"))
-    command = [sys.executable, "-m", "cli.main", "train", model_dir.path, "--train", corpus,
+    command = [sys.executable, "-m", "keras_elmo.cli", "train", model_dir.path, "--train", corpus,
                "--vocab", vocab, "--size", "tiny", "--epochs", "1000", "--checkpoint-every", "10",
                "--log-every", "10"]
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")

@@ -12,9 +12,9 @@ import pytest
 
 import keras
 import keras_elmo
-from applications.bilm_runner import BiLMRunner
-from applications.embed_file import embed_file, mix_layers
-from cli.main import main
+from keras_elmo.embedding.bilm_runner import BiLMRunner
+from keras_elmo.embedding.embed_file import embed_file, mix_layers
+from keras_elmo.cli.main import main
 
 ATOL = 1e-5
 LINES = ["the cat sat", "", "  the cat sat  ", "中国 人民 日报 。", "a", "the cat sat",
@@ -186,7 +186,7 @@ def test_bad_input_is_one_line_and_exit_2(model, text_file, tmp_path, capsys, ca
 @pytest.mark.slow
 def test_console_exit_code_and_stderr_in_a_subprocess(tmp_path, text_file):
     result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "embed", str(tmp_path / "nope"), text_file,
+        [sys.executable, "-m", "keras_elmo.cli", "embed", str(tmp_path / "nope"), text_file,
          str(tmp_path / "o.hdf5")], capture_output=True, text=True, timeout=120,
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 2

@@ -10,14 +10,13 @@ import pytest
 
 import keras
 import keras_elmo
-from applications.bilm_runner import BiLMRunner
-from applications.datasets import (build_word_index, encode, load_sentiment, read_conll,
+from keras_elmo.embedding.bilm_runner import BiLMRunner
+from tasks.datasets import (build_word_index, encode, load_sentiment, read_conll,
                                    subsample)
-from applications.downstream import Batches, TaskLayers, predict, predict_text
-from applications.layer_store import LayerStore
+from tasks.downstream import Batches, TaskLayers, predict, predict_text
+from tasks.layer_store import LayerStore
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(_ROOT, "examples"))
 
 WORDS = ["人民", "日报", "发表", "讲话", "中国", "经济", "发展", "很", "好", "。"]
 TAGS = {"人民": "n", "日报": "n", "发表": "v", "讲话": "vn", "中国": "ns", "经济": "n",
@@ -180,7 +179,7 @@ def test_senses_one_nearest_neighbour_by_layer(tiny, tmp_path):
 def test_adapt_bilm_fine_tunes_from_a_published_layout_model(tiny, tmp_path):
     import adapt_bilm
 
-    from training.config import TrainingConfig
+    from keras_elmo.training.config import TrainingConfig
 
     root, _ = tiny
     out, corpus = str(tmp_path / "adapted"), str(tmp_path / "corpus")

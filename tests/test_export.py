@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import keras_elmo
-from export import (ElmoModule, build_mix, export_model_dir, export_saved_model,
+from keras_elmo.export import (ElmoModule, build_mix, export_model_dir, export_saved_model,
                     load_mix_weights, save_mix_weights)
 from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
                                  make_model_dir, padded)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli.main import main
+from keras_elmo.cli.main import main
 from test_export_helpers import BATCHES, MIX, assert_outputs_close, eager_reference, make_model_dir
 
 

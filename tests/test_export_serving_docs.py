@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import keras_elmo
-from export import export_saved_model, load_mix_weights
+from keras_elmo.export import export_saved_model, load_mix_weights
 from test_export_helpers import make_model_dir
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import keras_elmo
-from export import export_model_dir
+from keras_elmo.export import export_model_dir
 from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
                                  make_model_dir, padded, run_python)
 

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from export.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
+from keras_elmo.export.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
 
 
 def _split(texts):

@@ -8,9 +8,9 @@ import pytest
 
 import keras
 import keras_elmo
-from applications.neighbors import find_neighbors
-from applications.inputs import find_word
-from cli.main import main
+from keras_elmo.embedding.neighbors import find_neighbors
+from keras_elmo.embedding.inputs import find_word
+from keras_elmo.cli.main import main
 
 CORPUS = ["the cat sat on the mat .", "the dog ate the cat food", "", "a cat", "the mat is red",
           "他 会 说 英语 。", "大会 开 了 。"]

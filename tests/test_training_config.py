@@ -5,7 +5,7 @@ import json
 import pytest
 
 from keras_elmo.options import BiLMOptions
-from training.config import TrainingConfig, merge_dicts
+from keras_elmo.training.config import TrainingConfig, merge_dicts
 
 
 def test_round_trip_through_options_json(tmp_path):

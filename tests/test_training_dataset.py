@@ -5,10 +5,10 @@ import pytest
 import tensorflow as tf
 
 from keras_elmo.characters import batch_to_ids
-from training.config import TrainingConfig
-from training.dataset import (bucket_boundaries, chunk_sentences, count_tokens, make_dataset,
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.dataset import (bucket_boundaries, chunk_sentences, count_tokens, make_dataset,
                               tokenize_lines)
-from training.vocabulary import Vocabulary
+from keras_elmo.training.vocabulary import Vocabulary
 
 VOCAB = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b", "c", "d"])
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from training.distribute import cluster_size
+from keras_elmo.training.distribute import cluster_size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,10 +23,10 @@ cpu = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 import numpy as np
 from keras_elmo.characters import batch_to_ids
-from training.config import TrainingConfig
-from training.model_dir import ModelDir
-from training.trainer import Trainer
-from training.vocabulary import Vocabulary
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.training.trainer import Trainer
+from keras_elmo.training.vocabulary import Vocabulary
 
 vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + list("abcdefgh"))
 config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab), dropout=0.0)
@@ -116,7 +116,7 @@ def test_two_workers_on_localhost_complete_a_few_steps(tmp_path):
         env["TF_CONFIG"] = json.dumps({"cluster": cluster,
                                        "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(
-            ["timeout", "-k", "10", "240", sys.executable, "-m", "cli.main", "train",
+            ["timeout", "-k", "10", "240", sys.executable, "-m", "keras_elmo.cli", "train",
              str(tmp_path / "model"), "--train", str(corpus), "--vocab", str(vocab),
              "--size", "tiny", "--epochs", "20", "--max-steps", "4", "--checkpoint-every", "2",
              "--log-every", "1"],

@@ -6,8 +6,8 @@ import tensorflow as tf
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import batch_to_ids
 from keras_elmo.options import BiLMOptions
-from training.language_model import LanguageModel
-from training.softmax import SharedSoftmax
+from keras_elmo.training.language_model import LanguageModel
+from keras_elmo.training.softmax import SharedSoftmax
 
 SENTENCES = [["<S>", "a", "b", "c", "</S>"], ["<S>", "d", "</S>"]]
 TOKEN_IDS = np.array([[0, 3, 4, 5, 1], [0, 6, 1, 0, 0]], np.int32)

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from cli.main import main
+from keras_elmo.cli.main import main
 from keras_elmo.characters import batch_to_ids
-from training.config import TrainingConfig
-from training.model_dir import ModelDir
-from training.perplexity import evaluate, format_report
-from training.trainer import Trainer
-from training.vocabulary import Vocabulary
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.evaluation.perplexity import evaluate, format_report
+from keras_elmo.training.trainer import Trainer
+from keras_elmo.training.vocabulary import Vocabulary
 
 VOCAB = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b", "c", "d"])
 HELDOUT = ["a b c", "d zz", "", "c c c c c c c"]  # zz: <UNK>; the long line is cut at 5
@@ -48,7 +48,7 @@ def test_evaluate_matches_numpy(tmp_path):
     path = tmp_path / "heldout.txt"
     path.write_text("\n".join(HELDOUT) + "\n")
     config = _config()
-    from training.language_model import LanguageModel
+    from keras_elmo.training.language_model import LanguageModel
 
     model = LanguageModel.from_training_config(config)
     result = evaluate(model, [str(path)], VOCAB, config)
@@ -65,7 +65,7 @@ def test_a_long_sentence_is_one_sentence_in_two_chunks(tmp_path):
     """The report counted chunks as sentences ("2,119 sentences" for 2,112 lines)."""
     path = tmp_path / "long.txt"
     path.write_text("c c c c c c c\n")  # 7 tokens, cut at 5
-    from training.language_model import LanguageModel
+    from keras_elmo.training.language_model import LanguageModel
 
     result = evaluate(LanguageModel.from_training_config(_config()), [str(path)], VOCAB,
                       _config())
@@ -80,7 +80,7 @@ def test_a_long_sentence_is_one_sentence_in_two_chunks(tmp_path):
 def test_empty_heldout_is_an_error(tmp_path):
     path = tmp_path / "empty.txt"
     path.write_text("\n\n")
-    from training.language_model import LanguageModel
+    from keras_elmo.training.language_model import LanguageModel
 
     with pytest.raises(ValueError, match="contain no token"):
         evaluate(LanguageModel.from_training_config(_config()), [str(path)], VOCAB, _config())

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import batch_to_ids
-from training.config import TrainingConfig
-from training.model_dir import ModelDir
-from training.trainer import Trainer
-from training.vocabulary import build_vocabulary
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.training.trainer import Trainer
+from keras_elmo.training.vocabulary import build_vocabulary
 
 
 @pytest.fixture

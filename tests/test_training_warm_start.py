@@ -6,15 +6,15 @@ import os
 import numpy as np
 import pytest
 
-from cli.main import main
+from keras_elmo.cli.main import main
 from keras_elmo.bilm import BiLM
 from keras_elmo.weight_file import bilm_weight_arrays, load_bilm_weights
-from training.config import TrainingConfig
-from training.language_model import LanguageModel
-from training.model_dir import ModelDir
-from training.perplexity import evaluate
-from training.vocabulary import Vocabulary
-from training.warm_start import warm_start
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.language_model import LanguageModel
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.evaluation.perplexity import evaluate
+from keras_elmo.training.vocabulary import Vocabulary
+from keras_elmo.training.warm_start import warm_start
 
 SOURCE_LINES = "the cat sat on the mat\na dog ran to the red house\nthe end\n"
 TARGET_LINES = "the phone is good\nthe battery is bad\nthe cat likes the phone\n"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from training.corpus import expand_corpus, read_sentences
-from training.vocabulary import Vocabulary, build_vocabulary
+from keras_elmo.training.corpus import expand_corpus, read_sentences
+from keras_elmo.training.vocabulary import Vocabulary, build_vocabulary
 
 SPECIALS = ["<S>", "</S>", "<UNK>"]
 

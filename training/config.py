@@ -196,7 +196,7 @@ class TrainingConfig:
 
     def save(self, path):
         """Writes options.json atomically (a killed run never leaves half a file)."""
-        from training.corpus import atomic_writer
+        from keras_elmo.training.corpus import atomic_writer
 
         with atomic_writer(os.fspath(path)) as handle:
             json.dump(self.to_dict(), handle, indent=2, ensure_ascii=False)

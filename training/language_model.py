@@ -27,7 +27,7 @@ import tensorflow as tf
 from keras_elmo.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.options import as_options
 from keras_elmo.residual_bilstm import ResidualBiLSTM
-from training.softmax import SharedSoftmax
+from keras_elmo.training.softmax import SharedSoftmax
 
 
 class LanguageModel(keras.Model):

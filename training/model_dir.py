@@ -24,7 +24,7 @@ import shutil
 
 import tensorflow as tf
 
-from training.config import TrainingConfig
+from keras_elmo.training.config import TrainingConfig
 
 
 class ModelDir:
@@ -105,8 +105,8 @@ class ModelDir:
         Raises:
             FileNotFoundError: no options.json / vocab.txt / checkpoint in the directory.
         """
-        from training.language_model import LanguageModel
-        from training.vocabulary import Vocabulary
+        from keras_elmo.training.language_model import LanguageModel
+        from keras_elmo.training.vocabulary import Vocabulary
 
         if not self.has_run():
             raise FileNotFoundError(f"{self.options_path} not found: expected a model directory "
@@ -168,7 +168,7 @@ def _flat(variables):
 
 
 def _atomic_copy(source, target):
-    from training.corpus import atomic_writer
+    from keras_elmo.training.corpus import atomic_writer
 
     with open(source, "rb") as src, atomic_writer(target, "wb") as dst:
         shutil.copyfileobj(src, dst)

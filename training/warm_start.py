@@ -65,7 +65,7 @@ def warm_start(model, source_dir, vocab):
         ValueError: the architectures differ (names the first differing option), or the
             weight file / checkpoint does not fit them.
     """
-    from training.model_dir import ModelDir
+    from keras_elmo.training.model_dir import ModelDir
 
     source_dir = os.fspath(source_dir)
     check_source(model.options, source_dir)

@@ -43,9 +43,9 @@ import time
 import h5py
 import numpy as np
 
-from applications.bilm_runner import BiLMRunner
-from applications.inputs import check_paths, count_lines, read_lines
-from applications.progress import Progress
+from keras_elmo.embedding.bilm_runner import BiLMRunner
+from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines
+from keras_elmo.embedding.progress import Progress
 from keras_elmo import constants
 
 OUTPUTS = ("all", "mixed")
@@ -56,7 +56,7 @@ def mix_weights(num_layers, mix_file=None):
     """`(weights (L + 1,), do_layer_norm)`: `gamma * softmax(s)` of a mix file, or even."""
     if mix_file is None:
         return np.full(num_layers, 1.0 / num_layers, np.float32), False
-    from export.mix_weights import load_mix_weights, mix_to_dict
+    from keras_elmo.export.mix_weights import load_mix_weights, mix_to_dict
 
     mix = mix_to_dict(load_mix_weights(mix_file, num_layers))
     scalars = np.asarray(mix["scalar_parameters"], np.float64)

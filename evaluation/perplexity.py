@@ -22,7 +22,7 @@ import math
 
 import tensorflow as tf
 
-from training.dataset import count_tokens, make_dataset
+from keras_elmo.training.dataset import count_tokens, make_dataset
 
 #: Upper bound on `batch rows x length x vocab` logits held at once (128 MB of float32).
 _MAX_LOGITS = 2 ** 25
@@ -79,7 +79,7 @@ def evaluate(model, files, vocab, config):
 
 def evaluate_model_dir(model_dir, files):
     """Loads a model directory's newest checkpoint and evaluates it on `files`."""
-    from training.model_dir import ModelDir
+    from keras_elmo.training.model_dir import ModelDir
 
     directory = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
     config, vocab, model = directory.load_model()

@@ -20,7 +20,7 @@ Example:
 import keras
 import numpy as np
 
-from applications.datasets import OOV_ID, PAD_ID
+from tasks.datasets import OOV_ID, PAD_ID
 from keras_elmo import ElmoLayer, ScalarMix
 
 TASKS = ("tagger", "classifier")

@@ -27,7 +27,7 @@ from array import array
 
 import numpy as np
 
-from training.corpus import read_sentences
+from keras_elmo.training.corpus import read_sentences
 
 #: Discount for every count class when the count-of-counts cannot estimate one.
 FALLBACK_DISCOUNT = 0.75

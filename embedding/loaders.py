@@ -9,7 +9,7 @@ Example:
 >>> cache = load_token_cache(bilm, "runs/people_daily_small/vocab.txt")  # doctest: +SKIP
 """
 
-from export.model_dir import (MIX_WEIGHTS_FILE, OPTIONS_FILE, VOCAB_FILE,  # noqa: F401
+from keras_elmo.export.model_dir import (MIX_WEIGHTS_FILE, OPTIONS_FILE, VOCAB_FILE,  # noqa: F401
                               WEIGHTS_FILE, find_model_files)
 
 

@@ -13,9 +13,9 @@ import time
 
 import keras
 
-from applications.downstream import accuracy, predict
-from applications.layer_store import LayerStore
-from applications.progress import Progress
+from tasks.downstream import accuracy, predict
+from tasks.layer_store import LayerStore
+from keras_elmo.embedding.progress import Progress
 
 
 def build_store(runner, sentences, path, label, fingerprint=None):
