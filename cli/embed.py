@@ -52,7 +52,7 @@ def run(args):
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
     from keras_elmo.embedding.inputs import check_paths
-    from keras_elmo.export.model_dir import VOCAB_FILE, find_model_files
+    from keras_elmo.model_files import VOCAB_FILE, find_model_files
 
     # One clear line for a bad MODEL_DIR, before loading TF.
     _, _, found_mix = find_model_files(args.model_dir)

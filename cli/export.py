@@ -61,7 +61,7 @@ def run(args):
         raise ValueError(f"--version must be >= 0; received {args.version}.")
     if args.max_length is not None and args.max_length < 1:
         raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
-    from keras_elmo.export.model_dir import find_model_files
+    from keras_elmo.model_files import find_model_files
 
     if model_dir is not None:
         try:  # one clear line for a bad MODEL_DIR, before loading TF

@@ -18,7 +18,7 @@ import sys
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-#: Subcommands in the order `--help` lists them; each is the module `cli.<name>`.
+#: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
 
 

@@ -61,7 +61,7 @@ def run(args):
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
     from keras_elmo.embedding.inputs import find_word
-    from keras_elmo.export.model_dir import VOCAB_FILE, find_model_files
+    from keras_elmo.model_files import VOCAB_FILE, find_model_files
 
     find_model_files(args.model_dir)  # one clear line for a bad MODEL_DIR, before loading TF
     if not os.path.isfile(args.corpus):

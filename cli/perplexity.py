@@ -1,13 +1,14 @@
 """`keras-elmo perplexity MODEL_DIR --heldout FILE`: held-out perplexity, full softmax.
 
 Prints the forward, backward and average perplexity (exp of the mean NLL per target; the
-`</S>` / `<S>` targets of every sentence are included, see `training.perplexity`).
+`</S>` / `<S>` targets of every sentence are included, see `keras_elmo.evaluation.perplexity`).
 
 Example:
     keras-elmo perplexity runs/small --heldout data/people_daily/heldout.txt
 """
 
 import json
+import os
 
 
 def add_parser(subparsers):
@@ -25,10 +26,14 @@ def add_parser(subparsers):
 
 def run(args):
     """Evaluates and prints the report; returns the exit code."""
+    from keras_elmo.model_files import OPTIONS_FILE
     from keras_elmo.training.corpus import expand_corpus
-    from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report
 
     files = expand_corpus(args.heldout)
+    if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)):
+        raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
+                                "expected the directory of a `keras-elmo train` run.")
+    from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report
     result = evaluate_model_dir(args.model_dir, files)
     if args.json:
         print(json.dumps(result, sort_keys=True))

@@ -3,10 +3,10 @@
 The config comes from a preset (`--size`), then an options.json-shaped JSON (`--config`,
 may be partial), then flags; it is saved as MODEL_DIR/options.json. `--init-from
 SOURCE_DIR` starts a new MODEL_DIR from an existing biLM's weights and architecture
-(fine-tuning on a new domain; `training.warm_start`). On an existing MODEL_DIR the run
+(fine-tuning on a new domain; `keras_elmo.training.warm_start`). On an existing MODEL_DIR the run
 resumes from the last checkpoint with the saved config; flags may only change `--epochs`,
 `--checkpoint-every` and `--keep-checkpoints` (anything else that differs is refused).
-See `training.model_dir` for the directory layout.
+See `keras_elmo.training.model_dir` for the directory layout.
 
 Example:
     keras-elmo train runs/small --train 'data/people_daily/train*.txt' \\
@@ -89,6 +89,7 @@ def run(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1; received {value}.")
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise ValueError(f"--max-minutes must be > 0; received {args.max_minutes}.")
+    check_input_files(args)
 
     from keras_elmo.training import distribute
 
@@ -128,6 +129,34 @@ def run(args):
     return 0
 
 
+def check_input_files(args):
+    """Every file the run will read exists (before TensorFlow loads and before any step).
+
+    Raises:
+        FileNotFoundError: naming the flag and the path.
+        ValueError: MODEL_DIR is a file.
+    """
+    from keras_elmo.model_files import OPTIONS_FILE, find_model_files
+    from keras_elmo.training.corpus import expand_corpus
+
+    if os.path.isfile(args.model_dir):
+        raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
+                         "of an earlier run).")
+    if args.train:
+        expand_corpus(args.train)
+    if args.heldout:
+        expand_corpus(args.heldout)
+    for flag, path in (("--vocab", args.vocab), ("--config", args.config)):
+        if path is not None and not os.path.isfile(path):
+            raise FileNotFoundError(f"{flag} {path}: no such file.")
+    new_run = not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE))
+    if args.init_from and new_run:  # a resume refuses a different one with its own message
+        try:
+            find_model_files(args.init_from)
+        except FileNotFoundError as error:
+            raise FileNotFoundError(f"--init-from {error}") from None
+
+
 def resolve_config(args, model_dir):
     """`(TrainingConfig, Vocabulary)` from the saved config / preset, JSON and flags.
 
@@ -136,7 +165,7 @@ def resolve_config(args, model_dir):
             flag that conflicts with the saved config.
     """
     from keras_elmo.training.config import TrainingConfig, merge_dicts
-    from keras_elmo.training.dataset import count_tokens
+    from keras_elmo.training.dataset import corpus_size
     from keras_elmo.training.vocabulary import Vocabulary
     from keras_elmo.training.corpus import expand_corpus
 
@@ -174,7 +203,7 @@ def resolve_config(args, model_dir):
     if args.train:
         data["train_prefix"] = args.train[0] if len(args.train) == 1 else list(args.train)
     if not resume:
-        sentences, tokens = count_tokens(expand_corpus(data["train_prefix"]),
+        sentences, tokens = corpus_size(expand_corpus(data["train_prefix"]),
                                          data.get("tokenizer", "whitespace"))
         if tokens == 0:
             raise ValueError(f"the training corpus {data['train_prefix']!r} holds no token "

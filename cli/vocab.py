@@ -26,13 +26,13 @@ def add_parser(subparsers):
 def run(args):
     """Builds and writes the vocabulary; returns the exit code."""
     from keras_elmo.training.corpus import expand_corpus
-    from keras_elmo.training.vocabulary import count_tokens, vocabulary_from_counts
+    from keras_elmo.training.vocabulary import token_counts, vocabulary_from_counts
 
     vocabulary_from_counts({}, args.min_count, args.max_size)  # reject bad numbers early
     paths = expand_corpus(args.train)
     if os.path.isdir(args.out):
         raise ValueError(f"Expected --out to be a file path. Received a directory: {args.out!r}")
-    counts = count_tokens(paths)
+    counts = token_counts(paths)
     vocabulary = vocabulary_from_counts(counts, args.min_count, args.max_size)
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)

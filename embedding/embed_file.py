@@ -20,7 +20,7 @@ Rules:
   JSON string must be whole in memory to be written). `keep_sentence_index=False`
   (AllenNLP's `--forget-sentences`) leaves it out.
 - `output="mixed"`: `gamma * sum_j softmax(s)_j h_j` with the weights of a `scalar_mix.json`
-  (`export.mix_weights`), or the even average (AllenNLP's `--average`) without one. With
+  (`keras_elmo.export.mix_weights`), or the even average (AllenNLP's `--average`) without one. With
   `do_layer_norm`, each layer is normalised over the sentence's own tokens, so that a
   sentence's vectors never depend on its batch.
 - The output file is written under a temporary name and renamed when complete: a failed
@@ -43,37 +43,28 @@ import time
 import h5py
 import numpy as np
 
+from keras_elmo.atomic_file import atomic_path
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines
-from keras_elmo.embedding.progress import Progress
-from keras_elmo import constants
+from keras_elmo.progress import Progress
 
 OUTPUTS = ("all", "mixed")
 SENTENCE_INDEX = "sentence_to_index"
 
 
-def mix_weights(num_layers, mix_file=None):
-    """`(weights (L + 1,), do_layer_norm)`: `gamma * softmax(s)` of a mix file, or even."""
+def sentence_mix(num_layers, mix_file=None):
+    """The frozen `ScalarMix` of `output="mixed"`: a mix file's, or the even average."""
+    from keras_elmo.export.mix_weights import build_mix, load_mix_weights
+
     if mix_file is None:
-        return np.full(num_layers, 1.0 / num_layers, np.float32), False
-    from keras_elmo.export.mix_weights import load_mix_weights, mix_to_dict
-
-    mix = mix_to_dict(load_mix_weights(mix_file, num_layers))
-    scalars = np.asarray(mix["scalar_parameters"], np.float64)
-    weights = np.exp(scalars - scalars.max())
-    weights = weights / weights.sum() * mix["gamma"]
-    return weights.astype(np.float32), mix["do_layer_norm"]
+        return build_mix(num_layers)
+    return load_mix_weights(mix_file, num_layers)
 
 
-def mix_layers(layers, weights, do_layer_norm=False):
-    """`(L + 1, n, D)` -> `(n, D)`: `sum_j weights_j * h_j` (each `h_j` normalised first with
-    `do_layer_norm`, over the sentence's tokens and features; ELMO_SPEC.md section 5)."""
-    layers = layers.astype(np.float32, copy=False)
-    if do_layer_norm and layers.shape[1]:
-        mean = layers.mean(axis=(1, 2), keepdims=True)  # (L + 1, 1, 1)
-        variance = ((layers - mean) ** 2).mean(axis=(1, 2), keepdims=True)
-        layers = (layers - mean) / np.sqrt(variance + constants.LAYER_NORM_EPSILON)
-    return np.tensordot(weights, layers, axes=1).astype(np.float32)  # (n, D)
+def mix_sentence(mix, layers):
+    """`(L + 1, n, D)` -> `(n, D)`: a built `ScalarMix` over one sentence's layers (its layer
+    norm, if any, then uses this sentence's tokens alone)."""
+    return np.asarray(mix(layers[None].astype(np.float32, copy=False)))[0]  # (n, D)
 
 
 class _SentenceIndex:
@@ -124,17 +115,14 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                          f"output={output!r}.")
     check_paths(input_path, output_path)
     runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size)
-    weights, layer_norm = mix_weights(runner.num_output_layers, mix_file)
+    mix = sentence_mix(runner.num_output_layers, mix_file) if output == "mixed" else None
     if not isinstance(progress, Progress):
         progress = Progress(count_lines(input_path), label="embed", enabled=bool(progress))
     start = time.perf_counter()
     stats = {"sentences": 0, "tokens": 0, "empty_lines": 0}
-    directory = os.path.dirname(os.path.abspath(output_path))
-    handle, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(output_path)}.",
-                                        suffix=".tmp", dir=directory)
-    os.close(handle)
     try:
         with contextlib.ExitStack() as stack:
+            tmp_path = stack.enter_context(atomic_path(output_path))
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
             index = _SentenceIndex(scratch) if keep_sentence_index else None
             if index is not None:
@@ -146,7 +134,7 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                 for row, (key, tokens) in enumerate(zip(keys, sentences)):
                     vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
                     if output == "mixed":
-                        vectors = mix_layers(vectors, weights, layer_norm)  # (n, 2P)
+                        vectors = mix_sentence(mix, vectors)  # (n, 2P)
                     out.create_dataset(str(key), data=vectors.astype(np.float32, copy=False))
                     stats["tokens"] += len(tokens)
                     stats["empty_lines"] += not tokens
@@ -163,14 +151,6 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                 dataset[0] = index.json()
             else:
                 stats["distinct_sentences"] = None
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp's 0o600 -> what open() would give
-        os.replace(tmp_path, output_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp_path)
-        raise
     finally:
         progress.close()
     stats["seconds"] = time.perf_counter() - start

@@ -1,20 +1,18 @@
 """A model directory: `options.json` + `weights.hdf5` (published layout), maybe `vocab.txt`.
 
 `keras-elmo train` writes all three; a published ELMo model has the first two. The file
-names and the lookup are `export.model_dir`'s (no TensorFlow import: the CLI checks
-MODEL_DIR with them before loading TensorFlow); this module adds the loaders.
+names and the lookup are `keras_elmo.model_files`'s; this module adds the loaders.
 
 Example:
 >>> bilm = load_bilm("runs/people_daily_small")  # doctest: +SKIP
 >>> cache = load_token_cache(bilm, "runs/people_daily_small/vocab.txt")  # doctest: +SKIP
 """
 
-from keras_elmo.export.model_dir import (MIX_WEIGHTS_FILE, OPTIONS_FILE, VOCAB_FILE,  # noqa: F401
-                              WEIGHTS_FILE, find_model_files)
+from keras_elmo.model_files import find_model_files
 
 
 def model_files(model_dir):
-    """`(options_file, weight_file)` of a model directory (see `export.model_dir`).
+    """`(options_file, weight_file)` of a model directory (see `keras_elmo.model_files`).
 
     Raises:
         FileNotFoundError: the directory or one of the two files is missing (the message

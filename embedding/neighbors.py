@@ -25,7 +25,7 @@ import numpy as np
 
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import find_word, read_lines  # noqa: F401 (find_word re-exported)
-from keras_elmo.embedding.progress import Progress
+from keras_elmo.progress import Progress
 
 #: One contextual neighbour: cosine, 1-based corpus line, 0-based token position, tokens.
 Neighbor = collections.namedtuple("Neighbor", "score line_number position tokens")

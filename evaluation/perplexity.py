@@ -22,7 +22,7 @@ import math
 
 import tensorflow as tf
 
-from keras_elmo.training.dataset import count_tokens, make_dataset
+from keras_elmo.training.dataset import corpus_size, make_dataset
 
 #: Upper bound on `batch rows x length x vocab` logits held at once (128 MB of float32).
 _MAX_LOGITS = 2 ** 25
@@ -32,7 +32,7 @@ def evaluate(model, files, vocab, config):
     """Full-softmax perplexities of `model` on `files`.
 
     Args:
-        model: `training.language_model.LanguageModel`.
+        model: `keras_elmo.training.language_model.LanguageModel`.
         files: list of str, one-sentence-per-line held-out files.
         vocab: the model's `Vocabulary`.
         config: the model's `TrainingConfig` (tokenizer, chunk length, batch budget).
@@ -69,7 +69,7 @@ def evaluate(model, files, vocab, config):
     if count == 0:
         raise ValueError(f"the held-out files {list(files)} contain no token; expected "
                          "one sentence per line.")
-    sentences, _ = count_tokens(files, config.tokenizer)  # before chunking
+    sentences, _ = corpus_size(files, config.tokenizer)  # before chunking
     forward_nll, backward_nll = forward / count, backward / count
     return {"forward": math.exp(forward_nll), "backward": math.exp(backward_nll),
             "average": math.exp(0.5 * (forward_nll + backward_nll)),

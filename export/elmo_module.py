@@ -23,10 +23,10 @@ import tensorflow as tf
 
 from keras_elmo import constants
 from keras_elmo.bilm import BiLM
-from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids
+from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
 from keras_elmo.export.mix_weights import build_mix
-from keras_elmo.export.whitespace import split_whitespace
+from keras_elmo.whitespace import split_whitespace
 
 #: Tokens per sentence a SavedModel accepts unless told otherwise (`--max-length`).
 DEFAULT_MAX_LENGTH = 512
@@ -160,7 +160,7 @@ class ElmoModule(tf.Module):
     def _char_ids(self, char_ids):
         char_ids = _ensure_shape(char_ids, [None, None, self.options.max_characters_per_token])
         width = tf.shape(char_ids)[1]
-        present = tf.reduce_any(tf.not_equal(char_ids, 0), axis=-1)  # (batch, max_len)
+        present = token_mask(char_ids)  # (batch, max_len)
         lengths = tf.reduce_sum(tf.cast(present, tf.int32), axis=1)  # (batch,)
         checks = [
             tf.debugging.assert_non_negative(

@@ -18,18 +18,16 @@ Example:
 
 import json
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
 import keras_elmo
+from keras_elmo.atomic_file import atomic_directory
 from keras_elmo.bilm import BiLM
 from keras_elmo.elmo_layer import ElmoLayer
-
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
 from keras_elmo.export.mix_weights import load_mix_weights, mix_to_dict
-from keras_elmo.export.model_dir import OPTIONS_FILE, find_model_files
+from keras_elmo.model_files import OPTIONS_FILE, find_model_files
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"
@@ -58,17 +56,9 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
     module = _as_module(model, scalar_mix, max_length)
     path = os.fspath(path)
     _check_target(path, overwrite)
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    try:
+    with atomic_directory(path, replace=True) as staging:
         tf.saved_model.save(module, staging, signatures=module.signatures())
         _write_metadata(module, os.path.join(staging, "assets.extra"))
-        if os.path.exists(path):
-            shutil.rmtree(path)  # empty, or overwrite=True
-        os.replace(staging, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
@@ -78,7 +68,7 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
     Args:
         options_file, weight_file: the biLM (bilm-tf / AllenNLP / keras-elmo layout).
         path: SavedModel directory to create.
-        mix_weights_file: optional `scalar_mix.json` (see `export.mix_weights`); the even
+        mix_weights_file: optional `scalar_mix.json` (see `keras_elmo.export.mix_weights`); the even
             mix when None.
         **kwargs: `max_length`, `overwrite` of `export_saved_model`.
     """

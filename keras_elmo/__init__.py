@@ -10,7 +10,7 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
-import importlib
+from keras_elmo.lazy_names import lazy_names
 
 #: Public name -> the module that defines it. Modules are imported on first use (PEP 562), so
 #: `import keras_elmo` and the command line's argument checks do not load TensorFlow.
@@ -35,14 +35,4 @@ __version__ = "0.1.0"
 
 __all__ = sorted(_PUBLIC)
 
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'keras_elmo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value  # later look-ups do not come here
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

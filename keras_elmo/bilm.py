@@ -5,11 +5,10 @@ from keras import ops
 
 from keras_elmo import constants
 from keras_elmo.char_cnn_embedder import CharCNNEmbedder
-from keras_elmo.characters import token_to_char_ids
+from keras_elmo.characters import token_mask, token_to_char_ids
 from keras_elmo.options import as_options
 from keras_elmo.residual_bilstm import ResidualBiLSTM
-from keras_elmo.sentence_boundaries import (AddSentenceBoundaries, RemoveSentenceBoundaries,
-                                            token_mask)
+from keras_elmo.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")

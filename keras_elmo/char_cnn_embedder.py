@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_elmo import constants
+from keras_elmo.characters import token_mask
 from keras_elmo.highway import Highway
 from keras_elmo.options import BiLMOptions
 
@@ -141,7 +142,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         return ops.reshape(x[:-1], (batch, num_tokens, self.projection_dim))  # (batch, T, P)
 
     def compute_mask(self, inputs, mask=None):
-        return ops.any(ops.not_equal(inputs, 0), axis=-1)
+        return token_mask(inputs)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.projection_dim,)

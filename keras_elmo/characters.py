@@ -18,6 +18,7 @@ Example:
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from keras_elmo import constants
 
@@ -25,6 +26,12 @@ _SPECIAL_TOKENS = {
     constants.BOS_TOKEN: constants.BEGIN_SENTENCE_CHAR,
     constants.EOS_TOKEN: constants.END_SENTENCE_CHAR,
 }
+
+
+def token_mask(char_ids):
+    """`(batch, T, chars)` char ids -> bool `(batch, T)`: True where a token is (a row that is
+    not all zeros). Works on tensors, numpy arrays and symbolic Keras tensors."""
+    return ops.any(ops.not_equal(char_ids, 0), axis=-1)
 
 
 def _check_max_characters(max_characters_per_token):

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.bilm import BiLM
-from keras_elmo.characters import tf_padded_char_ids, tf_ragged_char_ids
+from keras_elmo.characters import tf_padded_char_ids, tf_ragged_char_ids, token_mask
 from keras_elmo.options import as_options
 from keras_elmo.scalar_mix import ScalarMix
 
@@ -134,7 +134,7 @@ class ElmoLayer(keras.layers.Layer):
             if inputs.dtype in ("string", tf.string):  # (batch, T) -> (batch, T)
                 mask = keras.ops.not_equal(inputs, "")
             else:  # (batch, T, chars) -> (batch, T)
-                mask = keras.ops.any(keras.ops.not_equal(inputs, 0), axis=-1)
+                mask = token_mask(inputs)
         return [mask] * len(self.scalar_mixes) if len(self.scalar_mixes) > 1 else mask
 
     def compute_output_spec(self, inputs, training=False):

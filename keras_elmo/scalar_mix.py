@@ -1,6 +1,7 @@
 """`ScalarMix`: the task-specific weighting of biLM layers (ELMO_SPEC.md section 5)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_elmo import constants
@@ -88,6 +89,11 @@ class ScalarMix(keras.layers.Layer):
         if training and self.dropout > 0:
             mixed = keras.random.dropout(mixed, self.dropout, seed=self.seed_generator)
         return mixed
+
+    def layer_weights(self):
+        """`softmax(s)` as a numpy array `(num_layers,)` (without `gamma`); the layer must be
+        built."""
+        return np.asarray(ops.convert_to_numpy(ops.softmax(self.scalar_parameters)))
 
     def compute_mask(self, inputs, mask=None):
         return mask

@@ -9,12 +9,7 @@ import keras
 from keras import ops
 
 from keras_elmo import constants
-from keras_elmo.characters import token_to_char_ids
-
-
-def token_mask(char_ids):
-    """`(batch, T, chars)` char ids -> bool `(batch, T)`: True where a token is."""
-    return ops.any(ops.not_equal(char_ids, 0), axis=-1)
+from keras_elmo.characters import token_mask, token_to_char_ids
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")

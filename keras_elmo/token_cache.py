@@ -26,6 +26,7 @@ import h5py
 import numpy as np
 import tensorflow as tf
 
+from keras_elmo.atomic_file import atomic_path
 from keras_elmo.characters import batch_to_ids
 
 #: Tokens per char-CNN call while filling the cache.
@@ -166,12 +167,9 @@ class TokenEmbeddingCache:
     # --- file -------------------------------------------------------------------------------
     def save(self, path):
         """Writes `embedding` `(V, P)` and `tokens` to an HDF5 file (atomically)."""
-        path = os.fspath(path)
-        tmp = path + ".tmp"
-        with h5py.File(tmp, "w") as f:
+        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
             f.create_dataset("embedding", data=self.embeddings)
             f.create_dataset("tokens", data=self.tokens, dtype=h5py.string_dtype("utf-8"))
-        os.replace(tmp, path)
 
     @classmethod
     def load(cls, path, bilm, vocab_file=None, verify=True, **kwargs):

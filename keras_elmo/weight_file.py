@@ -22,6 +22,8 @@ import h5py
 import numpy as np
 
 from keras_elmo import constants
+from keras_elmo.atomic_file import atomic_path
+from keras_elmo.model_files import OPTIONS_FILE, WEIGHTS_FILE
 
 _LSTM_PREFIX = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
 _DIRECTIONS = ("forward", "backward")
@@ -151,12 +153,9 @@ def bilm_weight_arrays(bilm):
 
 def save_bilm_weights(bilm, path):
     """Writes a `BiLM`'s weights to `path` in the published layout (atomically)."""
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with h5py.File(tmp, "w") as f:
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         for name, array in bilm_weight_arrays(bilm).items():
             f.create_dataset(name, data=array)
-    os.replace(tmp, path)
 
 
 def save_published(bilm, directory):
@@ -167,8 +166,8 @@ def save_published(bilm, directory):
     """
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    options_path = os.path.join(directory, "options.json")
-    weights_path = os.path.join(directory, "weights.hdf5")
+    options_path = os.path.join(directory, OPTIONS_FILE)
+    weights_path = os.path.join(directory, WEIGHTS_FILE)
     save_bilm_weights(bilm, weights_path)
     bilm.options.save(options_path)
     return options_path, weights_path

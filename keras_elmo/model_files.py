@@ -1,19 +1,14 @@
-"""A model directory as export and applications read it: the file names and their lookup.
+"""A model directory: the file names every part of keras-elmo uses, and their lookup.
 
     MODEL_DIR/options.json     the biLM's options (published layout, ELMO_SPEC.md section 6)
     MODEL_DIR/weights.hdf5     its weights; `keras-elmo train` writes it when a run ends
-    MODEL_DIR/scalar_mix.json  optional: trained mix weights (`export.mix_weights`)
+    MODEL_DIR/scalar_mix.json  optional: trained mix weights (`keras_elmo.export.mix_weights`)
     MODEL_DIR/vocab.txt        optional: the vocabulary (`keras-elmo train` copies it here)
 
 This module imports nothing but `os`, on purpose: the CLI (`keras-elmo embed`, `neighbors`,
 `export`) checks MODEL_DIR with `find_model_files` before it loads TensorFlow, so that a
-bad directory gives one clean line on stderr and no TensorFlow log lines. That is also why
-it lives here and not elsewhere:
-- `keras_elmo.weight_file` (home of the published format) is no option: importing any
-  `keras_elmo` module runs `keras_elmo/__init__.py`, which imports TensorFlow on purpose;
-- `applications` depends on `export` (`export.mix_weights`), never the reverse, so the one
-  implementation both need goes in `export`, whose `__init__` imports its TensorFlow
-  modules lazily for this reason.
+bad directory gives one clean line on stderr and no TensorFlow log lines. The training run's
+directory (`keras_elmo.training.model_dir`: checkpoints, logs) builds on these names.
 
 Example:
 >>> options_file, weight_file, mix_file = find_model_files("runs/small")  # doctest: +SKIP

@@ -22,6 +22,8 @@ import math
 import sys
 import time
 
+from keras_elmo.progress import format_clock
+
 
 class ProgressLog:
     """Accumulates step results and reports them every `log_every` steps.
@@ -76,11 +78,9 @@ class ProgressLog:
                    "tokens_per_second": self.tokens / seconds,
                    "learning_rate": float(learning_rate),
                    "gradient_norm": self.norm / self.steps}
-        elapsed = int(time.monotonic() - self.start)
         line = (f"step {step} | epoch {epoch + 1} | loss {loss:.4f} | "
                 f"ppl {figures['perplexity']:.1f} | {figures['tokens_per_second']:,.0f} tok/s | "
-                f"lr {figures['learning_rate']:g} | "
-                f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}")
+                f"lr {figures['learning_rate']:g} | {format_clock(time.monotonic() - self.start)}")
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.stream.write(("\r" + line + " " * 4) if tty and not final else line + "\n")
         self.stream.flush()

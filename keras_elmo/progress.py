@@ -1,4 +1,4 @@
-"""`Progress`: one progress line on stderr for long, countable jobs.
+"""`Progress`: one progress line on stderr for long, countable jobs; `format_clock`.
 
 On a terminal the line is rewritten in place (at most 5 times a second); otherwise (a log
 file, a pipe) one line is written every `log_seconds`. A final line is always written.
@@ -17,7 +17,8 @@ import time
 _TTY_REFRESH_SECONDS = 0.2
 
 
-def _clock(seconds):
+def format_clock(seconds):
+    """`H:MM:SS` of a duration in seconds (negative counts as 0)."""
     seconds = int(max(seconds, 0))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
@@ -57,7 +58,7 @@ class Progress:
                  f"{self.tokens / seconds:,.0f} tok/s"]
         if self.total and self.sentences:
             remaining = (self.total - self.sentences) * seconds / self.sentences
-            parts.append(f"ETA {_clock(remaining)}")
+            parts.append(f"ETA {format_clock(remaining)}")
         return " | ".join(parts)
 
     def update(self, sentences=0, tokens=0):
@@ -72,6 +73,6 @@ class Progress:
     def close(self):
         """Writes the final line (elapsed time instead of the ETA)."""
         if self.enabled:
-            line = self.line().split(" | ETA")[0] + f" | {_clock(self.seconds)}"
+            line = self.line().split(" | ETA")[0] + f" | {format_clock(self.seconds)}"
             self.stream.write(("\r" if self.tty else "") + line + "\n")
             self.stream.flush()

@@ -1,0 +1,26 @@
+"""Public names of a package imported on first use (PEP 562), so that importing the package
+loads no TensorFlow.
+
+Example (in a package's `__init__.py`):
+>>> _PUBLIC = {"BiLM": "keras_elmo.bilm"}  # doctest: +SKIP
+>>> __getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)  # doctest: +SKIP
+"""
+
+import importlib
+
+
+def lazy_names(package, namespace, public):
+    """`(__getattr__, __dir__)` for a package whose names `public` (name -> defining module)
+    are imported when first looked up, then kept in `namespace` (the package's globals)."""
+
+    def __getattr__(name):
+        if name not in public:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(public[name]), name)
+        namespace[name] = value  # later look-ups do not come here
+        return value
+
+    def __dir__():
+        return sorted(set(namespace) | set(public))
+
+    return __getattr__, __dir__
