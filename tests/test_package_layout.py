@@ -82,6 +82,21 @@ def test_public_names_resolve_lazily():
         keras_elmo.Nope  # noqa: B018
 
 
+_KERAS_AFTER = """
+import sys, keras_elmo
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+import keras
+print(keras.saving.get_registered_object("keras_elmo>ElmoLayer").__name__)
+"""
+
+
+@pytest.mark.slow
+def test_layers_are_registered_when_keras_loads_after_keras_elmo():
+    proc = subprocess.run([sys.executable, "-c", _KERAS_AFTER], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ElmoLayer"], proc.stderr
+
+
 #: Subcommand argument lists that fail their checks (one clear line, exit 2).
 BAD_ARGUMENTS = [
     ["--help"],

@@ -1,0 +1,57 @@
+"""keras-elmo's layers are registered with Keras as soon as Keras is loaded.
+
+A `.keras` file that holds an `ElmoLayer` names it `keras_elmo>ElmoLayer`; Keras finds the
+class only once the module defining it has run. `import keras_elmo` does not load TensorFlow
+(its public names are imported on first use), so `register_when_keras_loads()` makes the
+registration follow Keras instead: if Keras is loaded already, the layer modules are imported
+now; otherwise they are imported right after the first `import keras`, whoever does it.
+Then `import keras_elmo` + `keras.models.load_model("tagger.keras")` works in either order.
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+
+#: Importing this module runs every serializable layer's registration (the biLM pulls in the
+#: token encoder, highway, LSTM cell, biLSTM, sentence boundaries; the mix is separate).
+LAYER_MODULES = ("keras_elmo.elmo_layer", "keras_elmo.scalar_mix")
+
+
+def register_when_keras_loads():
+    """Registers the layers now (Keras loaded) or right after Keras loads (once)."""
+    if "keras" in sys.modules:
+        _register()
+    elif not any(isinstance(finder, _AfterKeras) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterKeras())
+
+
+def _register():
+    for name in LAYER_MODULES:
+        importlib.import_module(name)
+
+
+class _AfterKeras(importlib.abc.MetaPathFinder):
+    """Finds `keras` like the path finder, with a loader that registers our layers after it."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras":
+            return None
+        sys.meta_path.remove(self)  # once
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        sys.modules[module.__name__] = module  # complete: our layers may import it now
+        _register()
