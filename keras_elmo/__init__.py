@@ -10,7 +10,7 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
-from keras_elmo.keras_registration import register_when_keras_loads
+from keras_elmo.keras_registration import register_if_keras_loaded, register_when_keras_loads
 from keras_elmo.lazy_names import lazy_names
 
 #: Public name -> the module that defines it. Modules are imported on first use (PEP 562), so
@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = sorted(_PUBLIC)
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC,
+                                  after_import=register_if_keras_loaded)
 
 register_when_keras_loads()  # so that a .keras file with our layers loads after this import

@@ -6,6 +6,9 @@ class only once the module defining it has run. `import keras_elmo` does not loa
 registration follow Keras instead: if Keras is loaded already, the layer modules are imported
 now; otherwise they are imported right after the first `import keras`, whoever does it.
 Then `import keras_elmo` + `keras.models.load_model("tagger.keras")` works in either order.
+When one of our own modules is what loads Keras (`keras_elmo.BiLM` looked up first), the
+registration waits until that import is complete (`keras_elmo`'s name lookup calls
+`register_if_keras_loaded` after every import it makes).
 """
 
 import importlib
@@ -26,9 +29,22 @@ def register_when_keras_loads():
         sys.meta_path.insert(0, _AfterKeras())
 
 
+def register_if_keras_loaded():
+    """Registers the layers if Keras is loaded and none of our modules is half imported."""
+    if "keras" in sys.modules and not _our_import_in_progress():
+        _register()
+
+
 def _register():
     for name in LAYER_MODULES:
         importlib.import_module(name)
+
+
+def _our_import_in_progress():
+    """True while a keras_elmo module is executing its import (it may be what loads Keras)."""
+    return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
+               for name, module in list(sys.modules.items())
+               if name.startswith("keras_elmo.") and name != __name__)
 
 
 class _AfterKeras(importlib.abc.MetaPathFinder):
@@ -53,5 +69,4 @@ class _RegisteringLoader(importlib.abc.Loader):
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        sys.modules[module.__name__] = module  # complete: our layers may import it now
-        _register()
+        register_if_keras_loaded()

@@ -9,15 +9,18 @@ Example (in a package's `__init__.py`):
 import importlib
 
 
-def lazy_names(package, namespace, public):
+def lazy_names(package, namespace, public, after_import=None):
     """`(__getattr__, __dir__)` for a package whose names `public` (name -> defining module)
-    are imported when first looked up, then kept in `namespace` (the package's globals)."""
+    are imported when first looked up, then kept in `namespace` (the package's globals);
+    `after_import()`, if given, runs after each such import."""
 
     def __getattr__(name):
         if name not in public:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(public[name]), name)
         namespace[name] = value  # later look-ups do not come here
+        if after_import is not None:
+            after_import()
         return value
 
     def __dir__():
