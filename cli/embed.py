@@ -1,11 +1,20 @@
 """`keras-elmo embed`: ELMo vectors of a text file to HDF5 (AllenNLP's `elmo` layout).
 
+The flags of `allennlp elmo` work as there (`--all`, `--top`, `--average`,
+`--use-sentence-keys`, `--forget-sentences`, `--batch-size`, `--options-file`,
+`--weight-file`, `--cuda-device`).
+
 Example:
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5
-    keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --mixed --batch-size 32
+    keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --average --batch-size 32
+    keras-elmo embed sentences.txt elmo.hdf5 --all \\
+        --options-file elmo_2x4096_512_2048cnn_2xhighway_options.json \\
+        --weight-file elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5
 """
 
 import os
+
+from keras_elmo.cli.model_args import add_model_arguments, model_files
 
 
 def add_parser(subparsers):
@@ -13,36 +22,49 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "embed", help="write the ELMo vectors of a text file to HDF5 (AllenNLP layout)",
         description="Reads one tokenised sentence per line (UTF-8, tokens separated by "
-                    "whitespace) and writes one dataset per line, named by its 0-based index: "
-                    "float32 (L+1, n_tokens, 2*projection_dim), or (n_tokens, "
-                    "2*projection_dim) with --mixed; plus 'sentence_to_index', one JSON "
-                    "string mapping each line's text to its key (a repeated sentence maps to "
-                    "its last line). An empty line gives a zero-length dataset. The file is "
-                    "streamed; the output appears only when complete.")
-    parser.add_argument("model_dir", metavar="MODEL_DIR",
-                        help="directory with options.json and weights.hdf5")
+                    "whitespace) and writes one dataset per line, named by its 0-based index "
+                    "(or by the sentence with --use-sentence-keys): float32 (L+1, n_tokens, "
+                    "2*projection_dim) with --all (the default), (n_tokens, "
+                    "2*projection_dim) with --top, --average or --mixed; plus "
+                    "'sentence_to_index', one JSON string mapping each line's text to its key "
+                    "(a repeated sentence maps to its last line). An empty line gives a "
+                    "zero-length dataset. The file is streamed; the output appears only when "
+                    "complete.")
+    add_model_arguments(parser)
     parser.add_argument("input", metavar="INPUT", help="text file, one tokenised sentence "
                                                        "per line")
     parser.add_argument("output", metavar="OUTPUT.hdf5", help="HDF5 file to write (replaced)")
-    parser.add_argument("--mixed", action="store_true",
-                        help="write only the mixed vector per token: gamma * sum_j "
-                             "softmax(s)_j h_j with --mix-weights or MODEL_DIR/scalar_mix.json "
-                             "if present, else the even average of the layers")
+    layers = parser.add_mutually_exclusive_group()
+    layers.add_argument("--all", dest="output_format", action="store_const", const="all",
+                        help="every layer, (L+1, n, 2P): the token layer first (default)")
+    layers.add_argument("--top", dest="output_format", action="store_const", const="top",
+                        help="the top biLSTM layer only, (n, 2P)")
+    layers.add_argument("--average", dest="output_format", action="store_const",
+                        const="average", help="the even average of the layers, (n, 2P)")
+    layers.add_argument("--mixed", dest="output_format", action="store_const", const="mixed",
+                        help="gamma * sum_j softmax(s)_j h_j with --mix-weights or "
+                             "MODEL_DIR/scalar_mix.json if present, else the even average")
     parser.add_argument("--mix-weights", metavar="FILE",
                         help="scalar_mix.json with trained mix weights (implies --mixed)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N",
                         help="sentences per biLM call (default 64); sentences are sorted by "
                              "length within windows of 32 batches")
+    parser.add_argument("--use-sentence-keys", action="store_true",
+                        help="name each dataset by its sentence instead of its line number "
+                             "(then no sentence_to_index)")
+    parser.add_argument("--forget-sentences", action="store_true",
+                        help="do not write sentence_to_index (saves its memory at the end)")
     parser.add_argument("--vocab", metavar="FILE",
                         help="precompute the char-CNN output of these tokens once (token "
                              "cache; default: MODEL_DIR/vocab.txt if present); other tokens "
                              "use the char CNN")
     parser.add_argument("--no-token-cache", action="store_true",
                         help="run the char CNN on every token (no token cache)")
-    parser.add_argument("--forget-sentences", action="store_true",
-                        help="do not write sentence_to_index (saves its memory at the end)")
+    parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
+                        help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
+                             "TensorFlow loads; -1 runs on the CPU")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, output_format=None)
 
 
 def run(args):
@@ -51,43 +73,43 @@ def run(args):
         raise ValueError(f"--batch-size must be >= 1; received {args.batch_size}.")
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
+    if args.mix_weights and args.output_format not in (None, "mixed"):
+        raise ValueError(f"--mix-weights needs --mixed; received --{args.output_format}.")
+    output_format = args.output_format or ("mixed" if args.mix_weights else "all")
     from keras_elmo.embedding.inputs import check_paths
-    from keras_elmo.model_files import VOCAB_FILE, find_model_files
 
-    # One clear line for a bad MODEL_DIR, before loading TF.
-    _, _, found_mix = find_model_files(args.model_dir)
+    # One clear line for a bad model or path, before loading TF.
+    options_file, weight_file, found_mix, found_vocab = model_files(args)
     check_paths(args.input, args.output)
-    mix_file = args.mix_weights
-    if mix_file is None and args.mixed:
-        mix_file = found_mix
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
-    vocab = args.vocab
-    if vocab is None and not args.no_token_cache:
-        found = os.path.join(args.model_dir, VOCAB_FILE)
-        vocab = found if os.path.isfile(found) else None
+    mix_file = args.mix_weights or (found_mix if output_format == "mixed" else None)
+    vocab = None if args.no_token_cache else (args.vocab or found_vocab)
     if vocab is not None and not os.path.isfile(vocab):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (expected one token per "
                                 "line).")
+    if args.cuda_device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device if args.cuda_device >= 0
+                                                 else -1)
 
-    from keras_elmo.embedding.embed_file import embed_file
-    from keras_elmo.embedding.loaders import load_bilm, load_token_cache
+    from keras_elmo.embedding.embedder import ElmoEmbedder
 
-    bilm = load_bilm(args.model_dir)
-    cache = load_token_cache(bilm, vocab) if vocab else None
-    output = "mixed" if (args.mixed or args.mix_weights) else "all"
-    stats = embed_file(bilm, args.input, args.output, batch_size=args.batch_size,
-                       output=output, mix_file=mix_file, token_cache=cache,
-                       keep_sentence_index=not args.forget_sentences,
-                       progress=not args.no_progress)
+    embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
+                            batch_size=args.batch_size, token_cache=vocab or False)
+    stats = embedder.embed_file(args.input, args.output, output_format=output_format,
+                                forget_sentences=args.forget_sentences,
+                                use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,
+                                progress=not args.no_progress)
     shape = "(" + ", ".join(str(d) for d in stats["shape"]) + ")"
     index = ("no sentence_to_index" if stats["distinct_sentences"] is None else
              f"sentence_to_index of {stats['distinct_sentences']:,} distinct sentences")
-    mix = {"all": "all layers", "mixed": f"mixed ({mix_file or 'even average'})"}[output]
+    layers = {"all": "all layers", "top": "top layer", "average": "even average",
+              "mixed": f"mixed ({mix_file or 'even average'})"}[output_format]
+    cache = embedder.token_cache
     cached = (f"; token cache {len(cache):,} tokens, {cache.hits:,} hits, {cache.misses:,} "
               "char-CNN fallbacks" if cache else "")
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
-    print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {mix}, "
+    print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {layers}, "
           f"{stats['tokens']:,} tokens, {stats['empty_lines']:,} empty lines, {index}; "
           f"{stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
     return 0

@@ -8,6 +8,8 @@ Example:
 import os
 import time
 
+from keras_elmo.cli.model_args import add_model_arguments, model_files
+
 
 def add_parser(subparsers):
     """Registers `export` (no heavy imports here)."""
@@ -17,14 +19,10 @@ def add_parser(subparsers):
                     "(= serving_default, untokenised text) and 'char_ids'. It loads with "
                     "TensorFlow alone (no keras-elmo, Keras or tensorflow-text needed). "
                     "See docs/serving.md.")
-    parser.add_argument("model_dir", nargs="?", metavar="MODEL_DIR",
-                        help="directory with options.json and weights.hdf5 (optionally "
-                             "scalar_mix.json); leave out when giving --options and --weights")
+    add_model_arguments(parser)
     parser.add_argument("out_dir", metavar="OUT_DIR",
                         help="SavedModel directory to create (TF Serving's model base path "
                              "with --version)")
-    parser.add_argument("--options", metavar="FILE", help="options.json of the biLM")
-    parser.add_argument("--weights", metavar="FILE", help="weights.hdf5 of the biLM")
     parser.add_argument("--mix-weights", metavar="FILE",
                         help="scalar_mix.json with trained mix weights for the 'elmo' output "
                              "(default: MODEL_DIR/scalar_mix.json if present, else the even "
@@ -39,44 +37,23 @@ def add_parser(subparsers):
     parser.set_defaults(run=run)
 
 
-def _sources(args):
-    """`(model_dir or None, out_dir)` after checking the argument combination."""
-    with_files = args.options is not None or args.weights is not None
-    if with_files and (args.options is None or args.weights is None):
-        raise ValueError("--options and --weights go together; received only "
-                         f"{'--options' if args.options else '--weights'}.")
-    if with_files and args.model_dir is not None:
-        raise ValueError("give either MODEL_DIR or --options/--weights, not both; received "
-                         f"MODEL_DIR {args.model_dir!r} and --options {args.options!r}.")
-    if not with_files and args.model_dir is None:
-        raise ValueError(f"expected MODEL_DIR OUT_DIR (or OUT_DIR with --options and "
-                         f"--weights); received only {args.out_dir!r}.")
-    return args.model_dir, args.out_dir
-
-
 def run(args):
     """Exports and prints where, which signatures, size and time; returns the exit code."""
-    model_dir, out_dir = _sources(args)
     if args.version is not None and args.version < 0:
         raise ValueError(f"--version must be >= 0; received {args.version}.")
     if args.max_length is not None and args.max_length < 1:
         raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
-    from keras_elmo.model_files import find_model_files
-
-    if model_dir is not None:
-        try:  # one clear line for a bad MODEL_DIR, before loading TF
-            options_file, weight_file, found_mix = find_model_files(model_dir)
-        except FileNotFoundError as error:
-            raise FileNotFoundError(f"{error} Or give --options and --weights instead of "
-                                    "MODEL_DIR.") from None
-    else:
-        options_file, weight_file, found_mix = args.options, args.weights, None
+    try:  # one clear line for a bad model, before loading TF
+        options_file, weight_file, found_mix, _ = model_files(args)
+    except FileNotFoundError as error:
+        hint = " Or give --options and --weights instead of MODEL_DIR." if args.model_dir else ""
+        raise FileNotFoundError(f"{error}{hint}") from None
     mix_file = args.mix_weights or found_mix
     from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
     from keras_elmo.export.saved_model import export_from_files, versioned_path
 
     start = time.perf_counter()
-    path = export_from_files(options_file, weight_file, versioned_path(out_dir, args.version),
+    path = export_from_files(options_file, weight_file, versioned_path(args.out_dir, args.version),
                              mix_weights_file=mix_file,
                              max_length=args.max_length or DEFAULT_MAX_LENGTH,
                              overwrite=args.overwrite)

@@ -15,6 +15,8 @@ import importlib
 import os
 import sys
 
+from keras_elmo.cli.quiet import quiet_native_startup
+
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -23,11 +25,13 @@ COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbor
 
 
 def build_parser():
-    """The argparse parser with every available subcommand."""
+    """The argparse parser with every available subcommand (`parser.subcommands` maps each
+    name to its own parser)."""
     parser = argparse.ArgumentParser(
         prog="keras-elmo",
         description="Train, convert, export and use ELMo biLMs (TensorFlow 2 / Keras 3).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.subcommands = subparsers.choices
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"keras_elmo.cli.{name}")
@@ -41,9 +45,13 @@ def build_parser():
 
 def main(argv=None):
     """Runs one subcommand; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported under the subcommand's own usage line, as argparse would there
+        parser.subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        return int(args.run(args) or 0)
+        with quiet_native_startup():
+            return int(args.run(args) or 0)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -3,9 +3,13 @@
 Example:
     keras-elmo neighbors runs/people_daily_small --corpus data/people_daily/heldout.txt \\
         "他 会 说 英语 。" --word 会
+    keras-elmo neighbors "他 会 说 英语 。" --word 会 --corpus heldout.txt \\
+        --options my_options.json --weights my_weights.hdf5
 """
 
 import os
+
+from keras_elmo.cli.model_args import add_model_arguments, model_files
 
 
 def add_parser(subparsers):
@@ -17,8 +21,7 @@ def add_parser(subparsers):
                     "whose vectors in --layer are nearest (cosine) to WORD's in SENTENCE; "
                     "then, for contrast, the corpus types nearest to WORD by layer 0 (the "
                     "context-free char-CNN layer), which are the same in every sentence.")
-    parser.add_argument("model_dir", metavar="MODEL_DIR",
-                        help="directory with options.json and weights.hdf5")
+    add_model_arguments(parser)
     parser.add_argument("sentence", metavar="SENTENCE", help="the query sentence, tokenised")
     parser.add_argument("--corpus", required=True, metavar="FILE",
                         help="text file, one tokenised sentence per line")
@@ -61,25 +64,23 @@ def run(args):
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
     from keras_elmo.embedding.inputs import find_word
-    from keras_elmo.model_files import VOCAB_FILE, find_model_files
 
-    find_model_files(args.model_dir)  # one clear line for a bad MODEL_DIR, before loading TF
+    # one clear line for a bad model, before loading TF
+    options_file, weight_file, _, found_vocab = model_files(args)
     if not os.path.isfile(args.corpus):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")
     tokens = args.sentence.split()
     find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
-    vocab = args.vocab
-    if vocab is None:
-        found = os.path.join(args.model_dir, VOCAB_FILE)
-        vocab = found if os.path.isfile(found) else None
-    elif not os.path.isfile(vocab):
+    vocab = args.vocab or found_vocab
+    if vocab is not None and not os.path.isfile(vocab):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
 
-    from keras_elmo.embedding.loaders import load_bilm, load_token_cache
+    from keras_elmo.bilm import BiLM
+    from keras_elmo.embedding.loaders import load_token_cache
     from keras_elmo.embedding.neighbors import find_neighbors
 
-    bilm = load_bilm(args.model_dir)
+    bilm = BiLM.from_weights(options_file, weight_file)
     cache = load_token_cache(bilm, vocab) if vocab else None
     result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,
                             k=args.top, occurrence=args.occurrence,

@@ -3,10 +3,13 @@
 Input: UTF-8 text, one tokenised sentence per line (tokens separated by whitespace).
 Output (HDF5):
 - one dataset per line, named by the line's 0-based index as a string (`"0"`, `"1"`, ...),
-  float32 `(L + 1, n_tokens, 2 * projection_dim)` (all layers; layer 0 the token layer), or
-  `(n_tokens, 2 * projection_dim)` with `output="mixed"`;
+  or by the sentence itself with `use_sentence_keys` (AllenNLP's `--use-sentence-keys`);
+  float32 `(L + 1, n_tokens, 2 * projection_dim)` with `output="all"` (every layer, layer 0
+  the token layer; AllenNLP's `--all`), `(n_tokens, 2 * projection_dim)` with `output="top"`
+  (the top biLSTM layer; `--top`) or `output="mixed"` (see below; `--average` is the even
+  mix);
 - `sentence_to_index`: a dataset of one UTF-8 JSON string mapping each line's text
-  (stripped of surrounding whitespace, as AllenNLP does) to its key.
+  (stripped of surrounding whitespace, as AllenNLP does) to its key (not with sentence keys).
 
 Rules:
 - An empty (or all-blank) line gives a zero-length dataset `(L + 1, 0, 2P)`, not an error
@@ -23,6 +26,8 @@ Rules:
   (`keras_elmo.export.mix_weights`), or the even average (AllenNLP's `--average`) without one. With
   `do_layer_norm`, each layer is normalised over the sentence's own tokens, so that a
   sentence's vectors never depend on its batch.
+- With `use_sentence_keys` a repeated sentence is written once; a sentence that cannot be
+  an HDF5 name (empty, ".", or containing "/") is refused with its line number.
 - The output file is written under a temporary name and renamed when complete: a failed
   or interrupted run leaves no partial file (an existing file is replaced only on success).
 
@@ -48,7 +53,7 @@ from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines
 from keras_elmo.progress import Progress
 
-OUTPUTS = ("all", "mixed")
+OUTPUTS = ("all", "top", "mixed")
 SENTENCE_INDEX = "sentence_to_index"
 
 
@@ -90,7 +95,8 @@ class _SentenceIndex:
 
 
 def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_file=None,
-               token_cache=None, keep_sentence_index=True, progress=True):
+               token_cache=None, keep_sentence_index=True, use_sentence_keys=False,
+               progress=True):
     """Writes the ELMo vectors of every line of `input_path` to `output_path` (HDF5).
 
     Args:
@@ -98,10 +104,12 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         input_path: UTF-8 text, one tokenised sentence per line.
         output_path: the .hdf5 file to write (replaced if it exists).
         batch_size: int, sentences per biLM call (64).
-        output: `"all"` (every layer) or `"mixed"` (one mixed vector per token).
+        output: `"all"` (every layer), `"top"` (the top layer) or `"mixed"` (one mixed
+            vector per token).
         mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
         token_cache: optional `TokenEmbeddingCache` of `bilm`.
-        keep_sentence_index: write `sentence_to_index` (True).
+        keep_sentence_index: write `sentence_to_index` (True; never with sentence keys).
+        use_sentence_keys: bool, name each dataset by its sentence instead of its line.
         progress: bool, the progress line on stderr (or a `Progress`).
 
     Returns:
@@ -124,7 +132,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         with contextlib.ExitStack() as stack:
             tmp_path = stack.enter_context(atomic_path(output_path))
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
-            index = _SentenceIndex(scratch) if keep_sentence_index else None
+            keep_index = keep_sentence_index and not use_sentence_keys
+            index = _SentenceIndex(scratch) if keep_index else None
             if index is not None:
                 stack.callback(index.close)
             out = stack.enter_context(h5py.File(tmp_path, "w"))
@@ -135,7 +144,12 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                     vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
                     if output == "mixed":
                         vectors = mix_sentence(mix, vectors)  # (n, 2P)
-                    out.create_dataset(str(key), data=vectors.astype(np.float32, copy=False))
+                    elif output == "top":
+                        vectors = vectors[-1]  # (n, 2P)
+                    name = (_sentence_key(texts[key], input_path, key) if use_sentence_keys
+                            else str(key))
+                    if name not in out:  # a repeated sentence under its own name: once
+                        out.create_dataset(name, data=vectors.astype(np.float32, copy=False))
                     stats["tokens"] += len(tokens)
                     stats["empty_lines"] += not tokens
                 if index is not None:
@@ -157,6 +171,18 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
     dim = runner.output_dim
     stats["shape"] = ((runner.num_output_layers, "n", dim) if output == "all" else ("n", dim))
     return stats
+
+
+def _sentence_key(text, path, line_index):
+    """The dataset name of a sentence under `use_sentence_keys` (refuses what HDF5 cannot
+    name)."""
+    if not text or text == "." or "/" in text:
+        what = "is empty" if not text else f"{text[:60]!r} cannot be an HDF5 name"
+        raise ValueError(f"{path}, line {line_index + 1}: the sentence {what} (with "
+                         "--use-sentence-keys every sentence is a dataset name: not empty, "
+                         "not '.', no '/'); drop --use-sentence-keys to name datasets by "
+                         "line number.")
+    return text
 
 
 def _remember(texts, key, text):

@@ -19,6 +19,7 @@ _PUBLIC = {
     "BiLM": "keras_elmo.bilm",
     "BiLMOptions": "keras_elmo.options",
     "CharCNNEmbedder": "keras_elmo.char_cnn_embedder",
+    "ElmoEmbedder": "keras_elmo.embedding.embedder",
     "ElmoLayer": "keras_elmo.elmo_layer",
     "Highway": "keras_elmo.highway",
     "LSTMProjectionCell": "keras_elmo.lstm_projection_cell",

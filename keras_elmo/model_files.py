@@ -49,3 +49,38 @@ def find_model_files(model_dir):
         found.append(path)
     mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
     return found[0], found[1], (mix if os.path.isfile(mix) else None)
+
+
+def resolve_model_files(model_dir=None, options_file=None, weight_file=None):
+    """`(options_file, weight_file, mix_weights_file or None, vocab_file or None)` of a biLM
+    given as a model directory OR as two files with any names (AllenNLP's published
+    `elmo_2x4096_512_2048cnn_2xhighway_options.json` / `..._weights.hdf5`, say).
+
+    The mix and vocabulary files are looked for only in a model directory.
+
+    Raises:
+        ValueError: both or neither of the two ways, or only one of the two files.
+        FileNotFoundError: a missing directory or file (named).
+    """
+    with_files = options_file is not None or weight_file is not None
+    if with_files and (options_file is None or weight_file is None):
+        given = "--options" if options_file is not None else "--weights"
+        raise ValueError(f"--options and --weights go together; received only {given}.")
+    if with_files and model_dir is not None:
+        raise ValueError("give either MODEL_DIR or --options/--weights, not both; received "
+                         f"MODEL_DIR {os.fspath(model_dir)!r} and --options "
+                         f"{os.fspath(options_file)!r}.")
+    if not with_files and model_dir is None:
+        raise ValueError("expected a model: MODEL_DIR (with options.json and weights.hdf5) or "
+                         "--options FILE --weights FILE; received neither.")
+    if model_dir is not None:
+        options_file, weight_file, mix = find_model_files(model_dir)
+        vocab = os.path.join(os.fspath(model_dir), VOCAB_FILE)
+        return options_file, weight_file, mix, (vocab if os.path.isfile(vocab) else None)
+    for flag, path in (("--options", options_file), ("--weights", weight_file)):
+        if not os.path.isfile(path):
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise FileNotFoundError(f"{flag} {os.fspath(path)} {what}; expected the biLM's "
+                                    f"{'options JSON' if flag == '--options' else 'HDF5 weights'}"
+                                    " file.")
+    return os.fspath(options_file), os.fspath(weight_file), None, None

@@ -56,7 +56,7 @@ def test_export_from_options_and_weights_files(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["OUT"], "expected MODEL_DIR OUT_DIR"),
+    (["OUT"], "expected a model: MODEL_DIR"),
     (["OUT", "--options", "o.json"], "--options and --weights go together"),
     (["MODEL", "OUT", "--options", "o.json", "--weights", "w.hdf5"],
      "give either MODEL_DIR or --options/--weights, not both"),

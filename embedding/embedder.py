@@ -1,0 +1,168 @@
+"""`ElmoEmbedder`: AllenNLP's `ElmoEmbedder` habits over a keras-elmo biLM, numpy in and out.
+
+For scripts that want vectors, not a Keras model: build it from a model directory or from
+the two published files (any names), then embed one sentence, a stream of sentences or a
+whole file. Every sentence starts from a zero LSTM state (keras-elmo is stateless), so a
+sentence's vectors never depend on what was embedded before; AllenNLP's embedder carries
+state between batches and so differs slightly on the first sentences it sees.
+
+Shapes: `L + 1` layers (the token layer, then one per biLSTM layer), `n` tokens,
+`2 * projection_dim` features (1024 for the published model).
+
+Example:
+>>> from keras_elmo import ElmoEmbedder
+>>> embedder = ElmoEmbedder("runs/people_daily_small")  # doctest: +SKIP
+>>> embedder.embed_sentence(["人民", "日报"]).shape  # doctest: +SKIP
+(3, 2, 256)
+>>> for vectors in embedder.embed_sentences(open("sentences.txt"), batch_size=32):  # doctest: +SKIP
+...     ...  # (L + 1, n, 2P) per line, in the input's order
+>>> embedder.embed_file("sentences.txt", "elmo.hdf5", output_format="average")  # doctest: +SKIP
+"""
+
+import itertools
+
+import numpy as np
+
+from keras_elmo.model_files import resolve_model_files
+
+#: `output_format` of `embed_file` (AllenNLP's names) -> `embed_file`'s `output`.
+OUTPUT_FORMATS = {"all": "all", "top": "top", "average": "mixed", "mixed": "mixed"}
+#: Batches per length-sorting window of `embed_sentences` (a window's outputs are held).
+_SORT_BATCHES = 4
+
+
+class ElmoEmbedder:
+    """ELMo vectors of tokenised sentences as numpy arrays.
+
+    Args:
+        model_dir: str, a directory with `options.json` + `weights.hdf5` (a `keras-elmo
+            train` run or a published model); or None with the two files below.
+        options_file: str, the biLM's options JSON (any name), with `weight_file`.
+        weight_file: str, the biLM's weights HDF5 (any name), with `options_file`.
+        batch_size: int >= 1, default sentences per biLM call (64).
+        token_cache: True: use `MODEL_DIR/vocab.txt` as a token cache when present (the
+            char CNN runs once per vocabulary token; same numbers); False: no cache; or the
+            path of a one-token-per-line vocabulary.
+
+    Raises:
+        ValueError / FileNotFoundError: a wrong combination of arguments or a missing file
+            (one line naming it).
+    """
+
+    def __init__(self, model_dir=None, options_file=None, weight_file=None, batch_size=64,
+                 token_cache=True):
+        options_file, weight_file, self.mix_file, vocab = resolve_model_files(
+            model_dir, options_file, weight_file)
+        self.batch_size = _check_batch_size(batch_size)
+        from keras_elmo.bilm import BiLM
+        from keras_elmo.embedding.loaders import load_token_cache
+
+        self.bilm = BiLM.from_weights(options_file, weight_file)
+        if token_cache is True:
+            token_cache = vocab
+        self.token_cache = (load_token_cache(self.bilm, token_cache)
+                            if token_cache else None)
+
+    @property
+    def num_layers(self):
+        """`L + 1`."""
+        return self.bilm.num_output_layers
+
+    @property
+    def output_dim(self):
+        """`2 * projection_dim`."""
+        return self.bilm.output_dim
+
+    def embed_sentence(self, tokens):
+        """float32 `(L + 1, n, 2P)` of one tokenised sentence (`n` may be 0)."""
+        return self.embed_batch([tokens])[0]
+
+    def embed_batch(self, sentences):
+        """A list of float32 `(L + 1, n_i, 2P)` arrays, one per sentence, in order."""
+        return list(self.embed_sentences(sentences))
+
+    def embed_sentences(self, sentences, batch_size=None):
+        """Yields float32 `(L + 1, n, 2P)` per sentence, in the input's order.
+
+        Args:
+            sentences: iterable of token lists, or of strings (split on whitespace, like
+                the lines of a file); read lazily.
+            batch_size: int, sentences per biLM call (default: the embedder's).
+
+        Sentences are batched by length internally, a few batches at a time.
+        """
+        runner = self._runner(_check_batch_size(batch_size or self.batch_size))
+        window = runner.batch_size * runner.sort_batches
+        iterator = iter(sentences)
+        offset = 0
+        while True:
+            chunk = [_tokens(item, offset + i) for i, item in
+                     enumerate(itertools.islice(iterator, window))]
+            if not chunk:
+                return
+            results = [None] * len(chunk)
+            for key, _, layers in runner.iter_layers(enumerate(chunk)):
+                results[key] = np.array(layers, np.float32)  # own copy, not a view
+            yield from results
+            offset += len(chunk)
+
+    def embed_file(self, input_file, output_file, output_format="all", batch_size=None,
+                   forget_sentences=False, use_sentence_keys=False, mix_file=None,
+                   progress=False):
+        """Writes AllenNLP's HDF5 layout for a text file (see `keras_elmo.embedding.embed_file`).
+
+        Args:
+            input_file: path of UTF-8 text, one tokenised sentence per line.
+            output_file: the .hdf5 path (replaced only when complete).
+            output_format: `"all"` `(L + 1, n, 2P)`, `"top"` `(n, 2P)`, `"average"` (the
+                even mix, `(n, 2P)`) or `"mixed"` (`mix_file`'s trained mix, or the model
+                directory's `scalar_mix.json`, else even).
+            batch_size, forget_sentences, use_sentence_keys: as AllenNLP's.
+            progress: bool, a progress line on stderr.
+
+        Returns:
+            dict of counts and timing (see `embed_file`).
+        """
+        from keras_elmo.embedding.embed_file import embed_file
+
+        if output_format not in OUTPUT_FORMATS:
+            raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}; "
+                             f"received {output_format!r}.")
+        if output_format == "mixed" and mix_file is None:
+            mix_file = self.mix_file
+        return embed_file(self.bilm, input_file, output_file,
+                          batch_size=_check_batch_size(batch_size or self.batch_size),
+                          output=OUTPUT_FORMATS[output_format],
+                          mix_file=mix_file if output_format == "mixed" else None,
+                          token_cache=self.token_cache,
+                          keep_sentence_index=not forget_sentences,
+                          use_sentence_keys=use_sentence_keys, progress=progress)
+
+    def _runner(self, batch_size):
+        from keras_elmo.embedding.bilm_runner import BiLMRunner
+
+        runners = self.__dict__.setdefault("_runners", {})  # one traced runner per batch size
+        if batch_size not in runners:
+            runners[batch_size] = BiLMRunner(self.bilm, token_cache=self.token_cache,
+                                             batch_size=batch_size, sort_batches=_SORT_BATCHES)
+        return runners[batch_size]
+
+
+def _check_batch_size(batch_size):
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int; received {batch_size!r}.")
+    return batch_size
+
+
+def _tokens(item, index):
+    """A sentence as a list of str tokens (a str is split on whitespace)."""
+    if isinstance(item, str):
+        return item.split()
+    if isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
+        bad = [t for t in item if not t or t != t.strip() or len(t.split()) != 1]
+        if bad:
+            raise ValueError(f"sentence {index}: tokens must be non-empty and without "
+                             f"whitespace; received {bad[:3]!r}.")
+        return list(item)
+    raise ValueError(f"sentence {index}: expected a list of str tokens (or a str to split); "
+                     f"received {type(item).__name__} {item!r:.80}.")
