@@ -16,7 +16,8 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.export import ElmoModule, export_model_dir, export_saved_model
-from test_export_helpers import BATCHES, MIX, make_model_dir, padded
+from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
+                                 make_model_dir, padded)
 
 #: Tiny biLM of `make_model_dir`: 29 weight tensors, P = 8, output dim 16, 3 layers.
 NUM_BILM_VARIABLES = 29
@@ -94,6 +95,13 @@ def test_every_entry_point_has_gradients_for_what_consumes_it(model, entry, mode
     for got, want, name in zip((d_w, d_s, d_gamma), expected, ("w", "s", "gamma")):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=name)
     assert np.abs(d_s.numpy()).min() > 0 and d_frozen is None  # the biLM is not watched
+
+
+@pytest.mark.parametrize("entry", ["__call__(text)", "__call__(tokens)", "__call__(char_ids)"])
+def test_call_equals_the_eager_keras_model(model, entry):
+    outputs = {k: v.numpy() for k, v in _entry_points()[entry](model["loaded"]).items()}
+    expected = eager_reference(model["options"], model["weights"], SENTENCES, mix=MIX)
+    assert_outputs_close(outputs, expected, entry)
 
 
 def test_trainable_variables_are_the_mix_and_variables_all_of_them(model):

@@ -67,7 +67,7 @@ def train(trainable, optimizer, steps=8):
     x, y = tf.constant(TEXT), tf.constant(LABELS)
     loss_before = float(model.evaluate(x, y, verbose=0))
     model.fit(x, y, epochs=steps, batch_size=len(TEXT), verbose=0)
-    report(client=f"keras3 TFSMLayer default trainable={{trainable}}",
+    report(client=f"keras3 TFSMLayer default trainable={trainable}",
            optimizer=type(optimizer).__name__, loss_before=loss_before,
            loss_after=float(model.evaluate(x, y, verbose=0)), changed=changed(before, ours),
            trainable_weights=[w.name for w in layer.trainable_weights],
@@ -100,14 +100,14 @@ def train(client, layer, inputs, outputs, x, y, steps=8):
 
 text = tf_keras.Input(shape=(), dtype=tf.string, name="text")
 layer = hub.KerasLayer(PATH, signature="default", output_key="default")
-train("hub.KerasLayer signature=default", layer, text, layer({{"text": text}}),
+train("hub.KerasLayer signature=default", layer, text, layer({"text": text}),
       tf.constant(TEXT), LABELS)
 
 tokens = tf_keras.Input(shape=(None,), dtype=tf.string, name="tokens")
 lengths = tf_keras.Input(shape=(), dtype=tf.int32, name="sequence_len")
 layer = hub.KerasLayer(PATH, signature="tokens", output_key="elmo")
 train("hub.KerasLayer signature=tokens (token tagging)", layer, [tokens, lengths],
-      layer({{"tokens": tokens, "sequence_len": lengths}}),
+      layer({"tokens": tokens, "sequence_len": lengths}),
       [tf.constant(PADDED), tf.constant(LENGTHS)], TAGS)
 
 layer = hub.KerasLayer(PATH, trainable=True, output_key="default")
@@ -147,7 +147,7 @@ def train(name, loss_fn, compiled, steps=8):
     loss_before = float(loss_fn())
     for _ in range(steps):
         run()
-    report(client=f"raw GradientTape, {{name}}", optimizer="SGD 0.5", loss_before=loss_before,
+    report(client=f"raw GradientTape, {name}", optimizer="SGD 0.5", loss_before=loss_before,
            loss_after=float(loss_fn()), changed=changed(before, loaded.variables),
            trainable_weights=[v.name for v in loaded.trainable_variables],
            num_weights=len(loaded.variables))
