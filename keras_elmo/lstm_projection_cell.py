@@ -23,7 +23,7 @@ def autodiff_step():
 
     For graphs that outlive this process: a `tf.custom_gradient` inside the time loop, saved
     into a SavedModel, breaks every `GradientTape` call of the loaded function (TF_NOTES.md).
-    Same numbers either way; only the backward pass differs (slower, about 1/1.44).
+    Same numbers and gradients either way; only the backward pass is slower (TF_NOTES.md).
 
     Example:
     >>> with autodiff_step():
@@ -140,7 +140,8 @@ def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel,
 
     Autodiff of the loop re-derives every gate; this backward pass reuses the gate
     activations of the forward pass (measured about +44% training tokens/s on CPU,
-    TF_NOTES.md); inside `autodiff_step()` the same formulas run without it. Shapes: `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
+    TF_NOTES.md); inside `autodiff_step()` the same formulas run without it. Shapes:
+    `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
     `recurrent_kernel` `(P, 4U)`, `projection_kernel` `(U, P)` -> `(h', c')`.
     """
 

@@ -7,6 +7,7 @@ tests/test_export_training.py trains through the export with Keras 3, tf_keras +
 tensorflow_hub and a raw tape, each in a process that has nothing of keras-elmo.
 """
 
+import contextlib
 import json
 import os
 
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.export import ElmoModule, export_model_dir, export_saved_model
+from keras_elmo.lstm_projection_cell import autodiff_step
 from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
                                  make_model_dir, padded)
 
@@ -95,6 +97,32 @@ def test_every_entry_point_has_gradients_for_what_consumes_it(model, entry, mode
     for got, want, name in zip((d_w, d_s, d_gamma), expected, ("w", "s", "gamma")):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=name)
     assert np.abs(d_s.numpy()).min() > 0 and d_frozen is None  # the biLM is not watched
+
+
+def test_autodiff_step_traces_no_custom_gradient_and_gives_the_same_gradients():
+    """The export's switch: inside `autodiff_step()` the LSTM step has no tf.custom_gradient
+    (its IdentityN op), and its autodiff gradients equal the hand-written ones."""
+    encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2, cell_clip=0.5,
+                                        proj_clip=0.5)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(2, 5, 4)) * 2.0, tf.float32)
+    mask = tf.constant([[True] * 5, [True] * 3 + [False] * 2])
+    encoder(x, mask=mask)
+    probe = tf.constant(rng.normal(size=(2, 2, 5, 8)), tf.float32)
+    counts, grads = [], []
+    for context in (contextlib.nullcontext, autodiff_step):
+        with context():
+            graph = tf.function(lambda x: encoder(x, mask=mask)).get_concrete_function(
+                x).graph.as_graph_def()
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(encoder(x, mask=mask) * probe)
+            grads.append(tape.gradient(loss, [x] + encoder.trainable_weights))
+        nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+        counts.append(sum(n.op == "IdentityN" for n in nodes))
+    assert counts[0] > 0 and counts[1] == 0, counts
+    for custom, autodiff in zip(*grads):
+        np.testing.assert_allclose(autodiff.numpy(), custom.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("entry", ["__call__(text)", "__call__(tokens)", "__call__(char_ids)"])

@@ -100,7 +100,7 @@ def train(client, layer, inputs, outputs, x, y, steps=8):
 
 text = tf_keras.Input(shape=(), dtype=tf.string, name="text")
 layer = hub.KerasLayer(PATH, signature="default", output_key="default")
-train("hub.KerasLayer signature=default", layer, text, layer({"text": text}),
+train("hub.KerasLayer signature=default", layer, text, layer(text),
       tf.constant(TEXT), LABELS)
 
 tokens = tf_keras.Input(shape=(None,), dtype=tf.string, name="tokens")
