@@ -32,6 +32,10 @@ def add_parser(subparsers):
     parser.add_argument("--max-length", type=int, default=None, metavar="N",
                         help="most whitespace tokens per sentence; longer sentences are "
                              "rejected with an error, never truncated (default 512)")
+    parser.add_argument("--trainable-bilm", action="store_true",
+                        help="list the biLM's weights among the export's trainable_variables "
+                             "too (default: only the mix's s and gamma, as TF Hub's ELMo; "
+                             "hub.KerasLayer(..., trainable=True) then fine-tunes the biLM)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing non-empty export directory")
     parser.set_defaults(run=run)
@@ -56,10 +60,11 @@ def run(args):
     path = export_from_files(options_file, weight_file, versioned_path(args.out_dir, args.version),
                              mix_weights_file=mix_file,
                              max_length=args.max_length or DEFAULT_MAX_LENGTH,
-                             overwrite=args.overwrite)
+                             trainable_bilm=args.trainable_bilm, overwrite=args.overwrite)
     seconds = time.perf_counter() - start
     size = sum(os.path.getsize(os.path.join(root, name))
                for root, _, names in os.walk(path) for name in names)
     print(f"wrote SavedModel {path} ({size / 2**20:.1f} MB, {seconds:.1f} s); signatures: "
-          f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}")
+          f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}; "
+          f"trainable: {'mix and biLM' if args.trainable_bilm else 'mix only'}")
     return 0

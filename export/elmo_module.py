@@ -8,12 +8,23 @@ Signatures (`P` = projection_dim, `L` = biLSTM layers, `C` = max_characters_per_
 | `default` (= `serving_default`) | `text` tf.string `(batch,)`, untokenised sentences |
 | `char_ids` | `char_ids` int32 `(batch, max_len, C)` from `keras_elmo.batch_to_ids` |
 
-Every signature returns float32 `word_emb` (layer 0, `[x; x]`), `lstm_outputs1` ...
-`lstm_outputs{L}`, `elmo` (the scalar mix), all `(batch, max_len, 2P)`; `default`
-`(batch, 2P)`, the mean of `elmo` over the real tokens (zeros for an empty sentence); and
-bool `sequence_mask` `(batch, max_len)`. The `default` signature also returns `tokens`
-tf.string `(batch, max_len)`, the in-graph whitespace split (padded with `""`), so a client
-can align the vectors with its words. Positions past a sentence's end are exactly zero.
+Every signature returns float32 `word_emb` `(batch, max_len, P)`, the char-CNN token
+layer; `lstm_outputs1` ... `lstm_outputs{L}` and `elmo` (the scalar mix), all
+`(batch, max_len, 2P)`; `default` `(batch, 2P)`, the mean of `elmo` over the real tokens
+(zeros for an empty sentence); and bool `sequence_mask` `(batch, max_len)`, as TF Hub's
+ELMo documents them. The `default` signature also returns `tokens` tf.string
+`(batch, max_len)`, the in-graph whitespace split (padded with `""`), so a client can align
+the vectors with its words. Positions past a sentence's end are exactly zero.
+
+Trainable parts, as in TF Hub's ELMo: the module owns its variables (copies of the Keras
+weights, taken when it is made); `trainable_variables` are the mix's `s` (`L + 1` scalars)
+and `gamma`, `variables` all of them; the biLM's are non-trainable unless
+`trainable_bilm=True`. Both lists are saved with the module, so `hub.KerasLayer(path,
+trainable=True)` and `keras.layers.TFSMLayer(path, trainable=True)` train the mix only.
+`__call__` (what `hub.KerasLayer` calls without a signature) takes the `default`, `tokens`
+or `char_ids` inputs: `text`, `{"tokens": ..., "sequence_len": ...}` or `char_ids`.
+Every function is traced with plain autodiff ops (`autodiff_step`), so it can be called
+under a `GradientTape` after loading.
 
 Only core TensorFlow ops are used (no tensorflow-text), so the SavedModel loads with
 TensorFlow alone.
@@ -24,6 +35,7 @@ import tensorflow as tf
 from keras_elmo import constants
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
+from keras_elmo.lstm_projection_cell import autodiff_step
 
 from keras_elmo.export.mix_weights import build_mix
 from keras_elmo.whitespace import split_whitespace
@@ -35,36 +47,49 @@ SIGNATURES = ("tokens", "default", "char_ids", "serving_default")
 
 
 class _Layers:
-    """Holds the Keras objects out of the SavedModel's object graph (only their variables,
-    listed in `ElmoModule.elmo_variables`, are saved)."""
+    """Holds the Keras objects out of the SavedModel's object graph: they only compute; the
+    module's own variables (`ElmoModule.variables`) stand in for theirs."""
 
     def __init__(self, bilm, mix):
         self.bilm, self.mix = bilm, mix
+        self.copies = {}  # id(Keras variable) -> the module's tf.Variable
 
 
 class ElmoModule(tf.Module):
     """ELMo embeddings behind the `tokens`, `default` and `char_ids` signatures.
 
     Args:
-        bilm: a stateless `keras_elmo.BiLM` (its weights are saved with the module).
+        bilm: a stateless `keras_elmo.BiLM`; the module copies its weights (and the mix's)
+            into its own variables when it is made.
         scalar_mix: a built `keras_elmo.ScalarMix` over the biLM's `L + 1` layers, or None
             for the even mix `softmax(zeros)`, `gamma = 1`.
         max_length: int, most real tokens a sentence may have; a longer one fails the call
             with `InvalidArgumentError` (never silently truncated).
+        trainable_bilm: bool, make the biLM's variables trainable too, as TF Hub's elmo/1
+            did (False: only the mix is trainable).
         name: module name.
 
     Call (each attribute is a `tf.function`; see the module docstring for shapes):
         `module.tokens(tokens, sequence_len)`, `module.default(text)`,
-        `module.char_ids(char_ids)` -> dict of output tensors.
+        `module.char_ids(char_ids)` -> dict of output tensors; `module(text)`,
+        `module({"tokens": ..., "sequence_len": ...})`, `module(char_ids)` the same.
 
     Example:
     >>> module = ElmoModule(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()))
     >>> module.default(tf.constant(["The cat sat .", ""]))["elmo"].shape
     TensorShape([2, 4, 16])
+    >>> [v.shape.as_list() for v in module.trainable_variables]  # s, gamma
+    [[3], []]
     >>> tf.saved_model.save(module, "elmo/1", signatures=module.signatures())
     """
 
-    def __init__(self, bilm, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH, name="elmo"):
+    # TF Hub's reusable-SavedModel attributes, set per instance as lists so that they are
+    # saved with the module (tf.Module's computed properties of these names are not saved).
+    variables = ()
+    trainable_variables = ()
+
+    def __init__(self, bilm, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
+                 trainable_bilm=False, name="elmo"):
         super().__init__(name=name)
         if not isinstance(bilm, BiLM):
             raise ValueError(f"ElmoModule needs a keras_elmo.BiLM; received "
@@ -75,6 +100,9 @@ class ElmoModule(tf.Module):
                              "with stateful=False and copy the weights.")
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
             raise ValueError(f"max_length must be a positive int; received {max_length!r}.")
+        if not isinstance(trainable_bilm, bool):
+            raise ValueError(f"trainable_bilm must be True or False; received "
+                             f"{trainable_bilm!r}.")
         num_layers = bilm.num_output_layers
         if scalar_mix is None:
             scalar_mix = build_mix(num_layers)
@@ -82,8 +110,17 @@ class ElmoModule(tf.Module):
             raise ValueError(f"scalar_mix must be built over the biLM's {num_layers} layers; "
                              f"received {scalar_mix!r}.")
         self.max_length = max_length
+        self.trainable_bilm = trainable_bilm
         self.options = bilm.options
         self._layers = _Layers(bilm, scalar_mix)
+        bilm_variables = [self._copy(v, f"bilm/{v.path}", trainable_bilm)
+                          for v in bilm.trainable_variables + bilm.non_trainable_variables]
+        self.scalar_parameters = self._copy(scalar_mix.scalar_parameters,
+                                            "scalar_mix/scalar_parameters", True)
+        self.gamma = self._copy(scalar_mix.gamma, "scalar_mix/gamma", True)
+        self.trainable_variables = [self.scalar_parameters, self.gamma] + (
+            bilm_variables if trainable_bilm else [])
+        self.variables = bilm_variables + [self.scalar_parameters, self.gamma]
         chars = bilm.options.max_characters_per_token
         self.tokens = tf.function(self._tokens, input_signature=[
             tf.TensorSpec([None, None], tf.string, name="tokens"),
@@ -92,12 +129,22 @@ class ElmoModule(tf.Module):
             tf.TensorSpec([None], tf.string, name="text")])
         self.char_ids = tf.function(self._char_ids, input_signature=[
             tf.TensorSpec([None, None, chars], tf.int32, name="char_ids")])
-        # Track the tf.Variables the traced graphs capture, not the Keras variables that wrap
-        # them: with the wrappers, TF1-style loaders (TF Serving, `saved_model_cli run`)
-        # restore copies and the graph reads uninitialised variables. Keras' ExportArchive
-        # does the same.
-        self.elmo_variables = _captured_variables(
-            [self.tokens, self.default, self.char_ids])
+        # Traced now, for every input `__call__` accepts (a loaded function only has the
+        # traces made before saving).
+        for spec in (self.default.input_signature[0],
+                     {"tokens": self.tokens.input_signature[0],
+                      "sequence_len": self.tokens.input_signature[1]},
+                     self.char_ids.input_signature[0]):
+            self.__call__.get_concrete_function(spec)
+
+    @tf.function
+    def __call__(self, inputs):
+        """The `default` (text `(batch,)`), `tokens` (dict) or `char_ids` outputs."""
+        if isinstance(inputs, dict):
+            return self.tokens(inputs["tokens"], inputs["sequence_len"])
+        if inputs.dtype == tf.string:
+            return self.default(inputs)
+        return self.char_ids(inputs)
 
     def signatures(self):
         """`{name: concrete function}` for `tf.saved_model.save(..., signatures=...)`."""
@@ -115,6 +162,12 @@ class ElmoModule(tf.Module):
     def scalar_mix(self):
         """The exported `ScalarMix` (the `elmo` output)."""
         return self._layers.mix
+
+    def mix_weights(self):
+        """`{"scalar_parameters": [...], "gamma": g, "do_layer_norm": b}`, current values."""
+        return {"scalar_parameters": [float(v) for v in self.scalar_parameters.numpy()],
+                "gamma": float(self.gamma.numpy()),
+                "do_layer_norm": bool(self.scalar_mix.do_layer_norm)}
 
     @property
     def output_names(self):
@@ -187,31 +240,43 @@ class ElmoModule(tf.Module):
                     f"{self.max_length} tokens (this SavedModel's limit; split long "
                     "sentences or re-export with a larger --max-length)")
 
+    def _copy(self, variable, name, trainable):
+        """A tf.Variable named `name` holding the Keras `variable`'s current value."""
+        copy = tf.Variable(variable.numpy(), trainable=trainable, name=name)
+        self._layers.copies[id(variable)] = copy
+        return copy
+
+    def _run(self, layer, *args, **kwargs):
+        """`layer.call(*args, **kwargs)` reading the module's variables instead of the
+        layer's (Keras' `stateless_call`)."""
+        copies = self._layers.copies
+        outputs, _ = layer.stateless_call([copies[id(v)] for v in layer.trainable_variables],
+                                          [copies[id(v)] for v in layer.non_trainable_variables],
+                                          *args, **kwargs)
+        return outputs
+
     def _embed(self, ids, width):
         """Outputs for char ids `(batch, steps, C)`, zero-padded to `width` tokens."""
-        out = self._layers.bilm(ids, training=False)
+        with autodiff_step():  # no tf.custom_gradient in a graph that is saved
+            out = self._run(self._layers.bilm, ids, training=False)
         layers, mask = out["layers"], out["mask"]  # (batch, L+1, steps, 2P), (batch, steps)
+        if not self.trainable_bilm:
+            # The biLM is fixed: a tape needs no backward pass through its time loops
+            # (building one costs seconds on the first call of a loaded function).
+            layers = tf.stop_gradient(layers)
         pad = width - tf.shape(mask)[1]
         layers = tf.pad(layers, [[0, 0], [0, 0], [0, pad], [0, 0]])  # (batch, L+1, width, 2P)
         mask = tf.pad(mask, [[0, 0], [0, pad]])  # (batch, width), False on padding
-        elmo = self._layers.mix(layers, mask=mask, training=False)  # (batch, width, 2P)
+        elmo = self._run(self._layers.mix, layers, mask=mask, training=False)  # (b, width, 2P)
         real = tf.cast(mask, elmo.dtype)[..., tf.newaxis]  # (batch, width, 1)
         count = tf.maximum(tf.reduce_sum(real, axis=1), 1.0)  # (batch, 1)
-        outputs = {"word_emb": layers[:, 0]}
+        # Layer 0 is [x; x]; TF Hub's word_emb is x alone.
+        outputs = {"word_emb": layers[:, 0, :, :self.options.projection_dim]}  # (b, width, P)
         for j in range(1, self.options.num_layers + 1):
             outputs[f"lstm_outputs{j}"] = layers[:, j]
         outputs.update(elmo=elmo, default=tf.reduce_sum(elmo * real, axis=1) / count,
                        sequence_mask=mask)
         return outputs
-
-
-def _captured_variables(functions):
-    """The distinct tf.Variables that the traced `functions` read, in first-use order."""
-    found = {}
-    for function in functions:
-        for variable in function.get_concrete_function().variables:
-            found.setdefault(id(variable), variable)
-    return list(found.values())
 
 
 def _ensure_shape(tensor, shape):

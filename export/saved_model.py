@@ -26,7 +26,7 @@ from keras_elmo.atomic_file import atomic_directory
 from keras_elmo.bilm import BiLM
 from keras_elmo.elmo_layer import ElmoLayer
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
-from keras_elmo.export.mix_weights import load_mix_weights, mix_to_dict
+from keras_elmo.export.mix_weights import load_mix_weights
 from keras_elmo.model_files import OPTIONS_FILE, find_model_files
 
 #: Written into `assets.extra/` of every export.
@@ -34,7 +34,7 @@ METADATA_FILE = "keras_elmo_export.json"
 
 
 def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
-                       overwrite=False):
+                       trainable_bilm=False, overwrite=False):
     """Writes an ELMo SavedModel with the `tokens`, `default` and `char_ids` signatures.
 
     Args:
@@ -44,6 +44,8 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
         path: the SavedModel directory to create (for TF Serving: `BASE/<version>`).
         scalar_mix: a built `keras_elmo.ScalarMix` to export as the `elmo` output.
         max_length: int, most tokens per sentence the signatures accept (512).
+        trainable_bilm: bool, list the biLM's variables among the export's
+            `trainable_variables` (False: only the mix's `s` and `gamma`, as TF Hub's ELMo).
         overwrite: bool, replace an existing non-empty `path` (False: refuse).
 
     Returns:
@@ -53,7 +55,7 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
         ValueError: a model of another type, a stateful biLM, or `path` exists and is not
             empty while `overwrite` is False.
     """
-    module = _as_module(model, scalar_mix, max_length)
+    module = _as_module(model, scalar_mix, max_length, trainable_bilm)
     path = os.fspath(path)
     _check_target(path, overwrite)
     with atomic_directory(path, replace=True) as staging:
@@ -70,7 +72,7 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
         path: SavedModel directory to create.
         mix_weights_file: optional `scalar_mix.json` (see `keras_elmo.export.mix_weights`); the even
             mix when None.
-        **kwargs: `max_length`, `overwrite` of `export_saved_model`.
+        **kwargs: `max_length`, `trainable_bilm`, `overwrite` of `export_saved_model`.
     """
     bilm = BiLM.from_weights(options_file, weight_file)
     mix = None
@@ -87,7 +89,7 @@ def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **
         out_dir: the SavedModel directory, or TF Serving's model base path with `version`.
         version: int >= 0 or None.
         mix_weights_file: overrides the model directory's scalar_mix.json.
-        **kwargs: `max_length`, `overwrite`.
+        **kwargs: `max_length`, `trainable_bilm`, `overwrite`.
 
     Returns:
         the SavedModel directory written.
@@ -107,10 +109,13 @@ def versioned_path(out_dir, version):
     return os.path.join(os.fspath(out_dir), str(version))
 
 
-def _as_module(model, scalar_mix, max_length):
+def _as_module(model, scalar_mix, max_length, trainable_bilm):
     if isinstance(model, ElmoModule):
         if scalar_mix is not None:
             raise ValueError("scalar_mix cannot be given with an ElmoModule (it has its own).")
+        if trainable_bilm != model.trainable_bilm:
+            raise ValueError(f"trainable_bilm={trainable_bilm!r} differs from the ElmoModule's "
+                             f"{model.trainable_bilm!r}; set it when making the module.")
         return model
     if isinstance(model, ElmoLayer):
         if scalar_mix is None and model.scalar_mixes:
@@ -121,7 +126,8 @@ def _as_module(model, scalar_mix, max_length):
     if not isinstance(model, BiLM):
         raise ValueError("export_saved_model expects a keras_elmo.BiLM, ElmoLayer or "
                          f"ElmoModule; received {type(model).__name__}.")
-    return ElmoModule(model, scalar_mix=scalar_mix, max_length=max_length)
+    return ElmoModule(model, scalar_mix=scalar_mix, max_length=max_length,
+                      trainable_bilm=trainable_bilm)
 
 
 def _check_target(path, overwrite):
@@ -140,7 +146,8 @@ def _write_metadata(module, directory):
                 "max_length": module.max_length,
                 "signatures": list(SIGNATURES),
                 "outputs": module.output_names,
-                "scalar_mix": mix_to_dict(module.scalar_mix)}
+                "trainable_bilm": module.trainable_bilm,
+                "scalar_mix": module.mix_weights()}
     with open(os.path.join(directory, METADATA_FILE), "w", encoding="utf-8") as f:
         json.dump(metadata, f, indent=2)
         f.write("\n")

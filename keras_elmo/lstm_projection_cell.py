@@ -6,10 +6,35 @@ and to the published order (i, j, f, o). Like the published files, `bias` does n
 constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips bit for bit.
 """
 
+import contextlib
+import threading
+
 import keras
 import tensorflow as tf
 
 from keras_elmo import constants
+
+_AUTODIFF = threading.local()
+
+
+@contextlib.contextmanager
+def autodiff_step():
+    """Steps traced inside this context use TensorFlow's autodiff, not the custom gradient.
+
+    For graphs that outlive this process: a `tf.custom_gradient` inside the time loop, saved
+    into a SavedModel, breaks every `GradientTape` call of the loaded function (TF_NOTES.md).
+    Same numbers and gradients either way; only the backward pass is slower (TF_NOTES.md).
+
+    Example:
+    >>> with autodiff_step():
+    ...     concrete = tf.function(bilm).get_concrete_function(spec)  # doctest: +SKIP
+    """
+    previous = getattr(_AUTODIFF, "active", False)
+    _AUTODIFF.active = True
+    try:
+        yield
+    finally:
+        _AUTODIFF.active = previous
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -115,11 +140,11 @@ def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel,
 
     Autodiff of the loop re-derives every gate; this backward pass reuses the gate
     activations of the forward pass (measured about +44% training tokens/s on CPU,
-    TF_NOTES.md). Shapes: `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
+    TF_NOTES.md); inside `autodiff_step()` the same formulas run without it. Shapes:
+    `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
     `recurrent_kernel` `(P, 4U)`, `projection_kernel` `(U, P)` -> `(h', c')`.
     """
 
-    @tf.custom_gradient
     def step(gates_x, h, c, w_h, w_p):
         z = gates_x + tf.matmul(h, w_h)  # (batch, 4U), gates i, f, c, o
         z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
@@ -143,4 +168,6 @@ def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel,
 
         return (h_new, c_new), grad
 
-    return step(input_gates, h, c, recurrent_kernel, projection_kernel)
+    if getattr(_AUTODIFF, "active", False):
+        return step(input_gates, h, c, recurrent_kernel, projection_kernel)[0]
+    return tf.custom_gradient(step)(input_gates, h, c, recurrent_kernel, projection_kernel)

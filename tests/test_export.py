@@ -60,8 +60,10 @@ def test_signatures_have_the_documented_names_and_shapes(model):
     for name, fn in signatures.items():
         outputs = {k: (v.dtype, v.shape.as_list()) for k, v in fn.structured_outputs.items()}
         expected = {k: (tf.float32, [None, None, 16]) for k in
-                    ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo")}
-        expected.update(default=(tf.float32, [None, 16]), sequence_mask=(tf.bool, [None, None]))
+                    ("lstm_outputs1", "lstm_outputs2", "elmo")}
+        # TF Hub's shapes: word_emb is the token layer (P = 8), not [x; x].
+        expected.update(word_emb=(tf.float32, [None, None, 8]), default=(tf.float32, [None, 16]),
+                        sequence_mask=(tf.bool, [None, None]))
         if name in ("default", "serving_default"):
             expected["tokens"] = (tf.string, [None, None])
         assert outputs == expected, name

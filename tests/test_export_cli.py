@@ -49,10 +49,13 @@ def test_export_from_options_and_weights_files(model_dir, tmp_path):
     assert metadata["max_length"] == 512
     np.testing.assert_allclose(metadata["scalar_mix"]["scalar_parameters"], [0.0] * 3)
     assert metadata["scalar_mix"]["gamma"] == 1.0
+    assert metadata["trainable_bilm"] is False
     # An existing export is not replaced unless asked.
     assert main(["export", out, "--options", options, "--weights", weights]) == 2
     assert main(["export", out, "--options", options, "--weights", weights,
-                 "--overwrite"]) == 0
+                 "--overwrite", "--trainable-bilm"]) == 0
+    assert _metadata(out)["trainable_bilm"] is True
+    assert len(tf.saved_model.load(out).trainable_variables) == 29 + 2  # biLM + s, gamma
 
 
 @pytest.mark.parametrize("argv, message", [

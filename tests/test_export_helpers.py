@@ -25,12 +25,19 @@ BATCHES = [
 MIX = {"scalar_parameters": [0.3, -1.2, 0.7], "gamma": 1.6, "do_layer_norm": False}
 ATOL = 1e-5
 
-#: Prepended to every subprocess script: makes Keras, keras-elmo, tensorflow-text and the
-#: project's packages unimportable, as if not installed (`import tensorflow` itself imports
-#: Keras when it is installed, and works without it).
-HIDE_PACKAGES = """
-import sys
+#: Packages a TensorFlow-only subprocess cannot import: Keras, keras-elmo, tensorflow-text
+#: and the project's folders (`import tensorflow` itself imports Keras when it is installed,
+#: and works without it).
 HIDDEN = ("keras", "keras_elmo", "tensorflow_text", "tf_keras", "export", "cli", "training")
+#: Only what a client of the export may not have: keras-elmo, tensorflow-text, our folders.
+OURS = ("keras_elmo", "tensorflow_text", "export", "cli", "training", "embedding",
+        "evaluation")
+
+#: Prepended to every subprocess script: makes the packages of `HIDDEN` unimportable, as if
+#: not installed.
+HIDE_TEMPLATE = """
+import sys
+HIDDEN = {hidden!r}
 
 class _Hide:
     def __init__(self, finder):
@@ -44,6 +51,7 @@ class _Hide:
 
 sys.meta_path[:] = [_Hide(finder) for finder in sys.meta_path]
 """
+HIDE_PACKAGES = HIDE_TEMPLATE.format(hidden=HIDDEN)
 
 
 def make_model_dir(directory, seed=0):
@@ -77,7 +85,9 @@ def eager_reference(options_file, weight_file, sentences, mix=None):
     out = layer(tf.constant(tokens.astype(str).reshape(tokens.shape), tf.string))
     layers, elmo = out["layers"].numpy(), out["elmo"].numpy()
     mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    result = {"word_emb": layers[:, 0], "elmo": elmo, "sequence_mask": mask}
+    # TF Hub's word_emb is the token layer x, (batch, T, P); layer 0 is [x; x].
+    result = {"word_emb": layers[:, 0, :, :layers.shape[-1] // 2], "elmo": elmo,
+              "sequence_mask": mask}
     for j in range(1, layers.shape[1]):
         result[f"lstm_outputs{j}"] = layers[:, j]
     count = np.maximum(mask.sum(axis=1, keepdims=True), 1)
@@ -101,10 +111,11 @@ def assert_outputs_close(actual, expected, context=""):
                                        err_msg=f"{context} {name}")
 
 
-def run_python(code, hide=True, timeout=120):
-    """Runs `code` in a fresh `python -c` (with `HIDE_PACKAGES` first when `hide`; `sys` is
-    imported either way); returns the finished process."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    prefix = HIDE_PACKAGES if hide else "import sys\n"
+def run_python(code, hide=True, timeout=120, hidden=HIDDEN, env=None):
+    """Runs `code` in a fresh `python -c` (with the packages `hidden` made unimportable when
+    `hide`; `sys` is imported either way), with `env` added to the environment; returns the
+    finished process."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    prefix = HIDE_TEMPLATE.format(hidden=tuple(hidden)) if hide else "import sys\n"
     return subprocess.run([sys.executable, "-c", prefix + code], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd="/")
