@@ -16,7 +16,10 @@ Example:
 """
 
 import os
+import sys
 
+#: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
+_SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 #: Flag -> config key of the options that override the preset / JSON.
 _FLAGS = {
     "batch_tokens": ("--batch-tokens", int, "token budget of a batch per replica (boundaries incl.)"),
@@ -94,7 +97,26 @@ def run(args):
     from keras_elmo.training import distribute
 
     strategy = distribute.make_strategy()  # before any other TF op (multi-worker needs it)
+    if not distribute.is_chief(strategy):  # the chief holds the directory's lock
+        return _train(args, strategy)
+    from keras_elmo.training.run_lock import RunLock
 
+    created = not os.path.exists(args.model_dir)
+    lock = RunLock(args.model_dir).acquire()  # one run per MODEL_DIR; before any write
+    try:
+        return _train(args, strategy)
+    except BaseException:
+        if created:  # a refused new run leaves nothing behind
+            lock.release()
+            _remove_if_only_lock(args.model_dir)
+        raise
+    finally:
+        lock.release()
+
+
+def _train(args, strategy):
+    """Resolves the config, trains, optionally evaluates (under the run lock)."""
+    from keras_elmo.training import distribute
     from keras_elmo.training.corpus import expand_corpus
     from keras_elmo.training.model_dir import ModelDir
     from keras_elmo.training.trainer import Trainer
@@ -120,6 +142,11 @@ def run(args):
     print(f"stopped ({result['stopped']}) at step {result['step']} after {result['epoch']} "
           f"full epoch(s){resumed}, {result['seconds']:.0f} s; wrote {model_dir.options_path}, "
           f"{model_dir.weights_path}, {model_dir.checkpoint_dir}/", flush=True)
+    if result["stopped"] in _SIGNAL_EXIT:
+        print(f"keras-elmo train: interrupted by {result['stopped']} at step {result['step']}; "
+              f"checkpoint and {os.path.basename(model_dir.weights_path)} written; resume with "
+              f"`keras-elmo train {model_dir.path}`.", file=sys.stderr, flush=True)
+        return _SIGNAL_EXIT[result["stopped"]]
     if args.heldout:
         from keras_elmo.evaluation.perplexity import evaluate, format_report
 
@@ -127,6 +154,18 @@ def run(args):
         print(format_report(evaluate(trainer.model, heldout, vocab, config),
                             " ".join(args.heldout)), flush=True)
     return 0
+
+
+def _remove_if_only_lock(model_dir):
+    """Removes a directory this run created when it holds nothing but the lock file."""
+    from keras_elmo.training.run_lock import LOCK_FILE
+
+    try:
+        if os.listdir(model_dir) == [LOCK_FILE]:
+            os.remove(os.path.join(model_dir, LOCK_FILE))
+            os.rmdir(model_dir)
+    except OSError:
+        pass
 
 
 def check_input_files(args):
