@@ -123,7 +123,7 @@ def _train(args, strategy):
 
     model_dir = ModelDir(args.model_dir)
     config, vocab = resolve_config(args, model_dir)
-    files = expand_corpus(config.train_prefix)
+    files = _corpus_files(config.train_prefix, model_dir)
     if distribute.is_chief(strategy):
         model_dir.prepare(config, args.vocab or model_dir.vocab_path)
     print(f"training {model_dir.path}: {len(files)} file(s), {config.n_train_tokens:,} tokens, "
@@ -211,6 +211,7 @@ def resolve_config(args, model_dir):
     resume = model_dir.has_run()
     if resume:
         saved = model_dir.load_config()
+        saved = saved.replace(train_prefix=_absolute(saved.train_prefix, model_dir))
         data = saved.to_dict()
         if args.size:
             preset = TrainingConfig.preset(args.size).to_dict()
@@ -240,7 +241,11 @@ def resolve_config(args, model_dir):
                          "trained with (vocab.txt); start a new MODEL_DIR or drop --vocab.")
     data["n_tokens_vocab"] = len(vocab)
     if args.train:
-        data["train_prefix"] = args.train[0] if len(args.train) == 1 else list(args.train)
+        given = [os.path.abspath(os.path.expanduser(p)) for p in args.train]
+        given = given[0] if len(given) == 1 else given
+        if resume and _same_corpus(given, saved, model_dir):
+            saved = saved.replace(train_prefix=given)  # the same corpus by another path
+        data["train_prefix"] = given
     if not resume:
         sentences, tokens = corpus_size(expand_corpus(data["train_prefix"]),
                                          data.get("tokenizer", "whitespace"))
@@ -262,6 +267,48 @@ def resolve_config(args, model_dir):
                              f"{key}={new!r}{more}. Resume with the saved config or use a new "
                              "MODEL_DIR.")
     return config, vocab
+
+
+def _same_corpus(given, saved, model_dir):
+    """True when `--train` names the saved run's corpus, maybe by another path.
+
+    The same files (after links and relative paths are resolved); or, when the saved
+    corpus is no longer where it was (moved), files with the same token count.
+    """
+    from keras_elmo.training.corpus import expand_corpus
+
+    files = expand_corpus(given)
+    try:
+        saved_files = _corpus_files(saved.train_prefix, model_dir)
+    except ValueError:
+        from keras_elmo.training.dataset import corpus_size
+
+        return corpus_size(files, saved.tokenizer)[1] == saved.n_train_tokens
+    return {os.path.realpath(f) for f in files} == {os.path.realpath(f) for f in saved_files}
+
+
+def _absolute(train_prefix, model_dir):
+    """A stored corpus value made absolute (runs before this stored it as typed)."""
+    from keras_elmo.training.config import resolve_stored_paths
+
+    resolved = resolve_stored_paths(train_prefix, model_dir.path)
+    if resolved is None:
+        return None
+    if isinstance(resolved, str):
+        return os.path.abspath(resolved)
+    return [os.path.abspath(p) for p in resolved]
+
+
+def _corpus_files(train_prefix, model_dir):
+    """The files of a stored corpus value, from any working directory."""
+    from keras_elmo.training.config import resolve_stored_paths
+    from keras_elmo.training.corpus import expand_corpus
+
+    try:
+        return expand_corpus(resolve_stored_paths(train_prefix, model_dir.path))
+    except ValueError as error:
+        raise ValueError(f"{model_dir.path} was trained on {train_prefix!r}, which is not "
+                         f"found ({error}); give the corpus with --train.") from None
 
 
 def _read_json(path):
