@@ -124,6 +124,10 @@ def _train(args, strategy):
     model_dir = ModelDir(args.model_dir)
     config, vocab = resolve_config(args, model_dir)
     files = _corpus_files(config.train_prefix, model_dir)
+    if not args.train:  # a resume's saved corpus (--train was checked before TF loaded)
+        from keras_elmo.text_files import check_utf8
+
+        check_utf8(files)
     if distribute.is_chief(strategy):
         model_dir.prepare(config, args.vocab or model_dir.vocab_path)
     print(f"training {model_dir.path}: {len(files)} file(s), {config.n_train_tokens:,} tokens, "
@@ -181,10 +185,11 @@ def check_input_files(args):
     if os.path.isfile(args.model_dir):
         raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
                          "of an earlier run).")
-    if args.train:
-        expand_corpus(args.train)
-    if args.heldout:
-        expand_corpus(args.heldout)
+    from keras_elmo.text_files import check_utf8
+
+    for patterns in (args.train, args.heldout):
+        if patterns:  # TensorFlow reads them in-graph: every line UTF-8, checked first
+            check_utf8(expand_corpus(patterns))
     for flag, path in (("--vocab", args.vocab), ("--config", args.config)):
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{flag} {path}: no such file.")

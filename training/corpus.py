@@ -12,6 +12,8 @@ Example:
 import glob
 import os
 
+from keras_elmo.text_files import read_text_lines
+
 
 def expand_corpus(pattern_or_paths):
     """Sorted list of the files matched by a glob, a path, or a list of either.
@@ -55,7 +57,8 @@ def read_sentences(path):
     held in memory.
 
     Args:
-        path: a UTF-8 text file, one sentence per line.
+        path: a UTF-8 text file, one sentence per line (a line that is not UTF-8 is a
+            `ValueError` naming file and line, `keras_elmo.text_files`).
 
     Yields:
         `list[str]`, the tokens of one sentence (never empty).
@@ -64,8 +67,7 @@ def read_sentences(path):
         >>> list(read_sentences("tiny.txt"))  # file "a b\\n\\nc\\n"
         [['a', 'b'], ['c']]
     """
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            tokens = line.split()
-            if tokens:
-                yield tokens
+    for _, line in read_text_lines(path):
+        tokens = line.split()
+        if tokens:
+            yield tokens
