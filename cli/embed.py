@@ -57,6 +57,9 @@ def run(args):
     # One clear line for a bad MODEL_DIR, before loading TF.
     _, _, found_mix = find_model_files(args.model_dir)
     check_paths(args.input, args.output)
+    from keras_elmo.text_files import check_utf8
+
+    check_utf8([args.input])  # the one UTF-8 policy: file and line named, before any work
     mix_file = args.mix_weights
     if mix_file is None and args.mixed:
         mix_file = found_mix

@@ -36,7 +36,7 @@ class StopSignals:
 
     def _handle(self, signum, frame):  # noqa: ARG002 - the signal module's signature
         if self.signum is not None:
-            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: abandoned")
+            raise KeyboardInterrupt(signal.Signals(signum).name)  # the second: abandon the step
         self.signum = signum
 
     def __enter__(self):
