@@ -117,13 +117,13 @@ def run(args):
 def _train(args, strategy):
     """Resolves the config, trains, optionally evaluates (under the run lock)."""
     from keras_elmo.training import distribute
-    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.training.corpus import expand_corpus, stored_corpus_files
     from keras_elmo.training.model_dir import ModelDir
     from keras_elmo.training.trainer import Trainer
 
     model_dir = ModelDir(args.model_dir)
     config, vocab = resolve_config(args, model_dir)
-    files = _corpus_files(config.train_prefix, model_dir)
+    files = stored_corpus_files(config.train_prefix, model_dir.path)
     if not args.train:  # a resume's saved corpus (--train was checked before TF loaded)
         from keras_elmo.text_files import check_utf8
 
@@ -211,12 +211,13 @@ def resolve_config(args, model_dir):
     from keras_elmo.training.config import TrainingConfig, merge_dicts
     from keras_elmo.training.dataset import corpus_size
     from keras_elmo.training.vocabulary import Vocabulary
-    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.training.corpus import absolute_corpus, expand_corpus, same_corpus
 
     resume = model_dir.has_run()
     if resume:
         saved = model_dir.load_config()
-        saved = saved.replace(train_prefix=_absolute(saved.train_prefix, model_dir))
+        saved = saved.replace(train_prefix=absolute_corpus(saved.train_prefix,
+                                                           model_dir.path))
         data = saved.to_dict()
         if args.size:
             preset = TrainingConfig.preset(args.size).to_dict()
@@ -248,7 +249,7 @@ def resolve_config(args, model_dir):
     if args.train:
         given = [os.path.abspath(os.path.expanduser(p)) for p in args.train]
         given = given[0] if len(given) == 1 else given
-        if resume and _same_corpus(given, saved, model_dir):
+        if resume and same_corpus(given, saved, model_dir.path):
             saved = saved.replace(train_prefix=given)  # the same corpus by another path
         data["train_prefix"] = given
     if not resume:
@@ -272,48 +273,6 @@ def resolve_config(args, model_dir):
                              f"{key}={new!r}{more}. Resume with the saved config or use a new "
                              "MODEL_DIR.")
     return config, vocab
-
-
-def _same_corpus(given, saved, model_dir):
-    """True when `--train` names the saved run's corpus, maybe by another path.
-
-    The same files (after links and relative paths are resolved); or, when the saved
-    corpus is no longer where it was (moved), files with the same token count.
-    """
-    from keras_elmo.training.corpus import expand_corpus
-
-    files = expand_corpus(given)
-    try:
-        saved_files = _corpus_files(saved.train_prefix, model_dir)
-    except ValueError:
-        from keras_elmo.training.dataset import corpus_size
-
-        return corpus_size(files, saved.tokenizer)[1] == saved.n_train_tokens
-    return {os.path.realpath(f) for f in files} == {os.path.realpath(f) for f in saved_files}
-
-
-def _absolute(train_prefix, model_dir):
-    """A stored corpus value made absolute (runs before this stored it as typed)."""
-    from keras_elmo.training.config import resolve_stored_paths
-
-    resolved = resolve_stored_paths(train_prefix, model_dir.path)
-    if resolved is None:
-        return None
-    if isinstance(resolved, str):
-        return os.path.abspath(resolved)
-    return [os.path.abspath(p) for p in resolved]
-
-
-def _corpus_files(train_prefix, model_dir):
-    """The files of a stored corpus value, from any working directory."""
-    from keras_elmo.training.config import resolve_stored_paths
-    from keras_elmo.training.corpus import expand_corpus
-
-    try:
-        return expand_corpus(resolve_stored_paths(train_prefix, model_dir.path))
-    except ValueError as error:
-        raise ValueError(f"{model_dir.path} was trained on {train_prefix!r}, which is not "
-                         f"found ({error}); give the corpus with --train.") from None
 
 
 def _read_json(path):
