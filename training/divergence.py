@@ -17,7 +17,7 @@ keras_elmo.training.divergence.TrainingDivergedError: training diverged at step 
 
 import math
 
-import numpy as np
+import tensorflow as tf
 
 
 class TrainingDivergedError(ValueError):
@@ -42,11 +42,16 @@ def check_step(step, sums, norm):
 
 
 def non_finite_variables(variables):
-    """`[(name, count)]` of the variables holding NaN or infinite values, in order."""
+    """`[(name, count)]` of the float variables holding NaN or infinite values, in order.
+
+    Counted where the variables live (no copy of the weights to the host).
+    """
     found = []
     for variable in variables:
-        values = np.asarray(variable.numpy())
-        bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+        if not tf.as_dtype(variable.dtype).is_floating:
+            continue
+        finite = tf.math.count_nonzero(tf.math.is_finite(variable), dtype=tf.int64)
+        bad = int(tf.size(variable, out_type=tf.int64) - finite)
         if bad:
             found.append((getattr(variable, "path", None) or variable.name, bad))
     return found
