@@ -81,6 +81,9 @@ def run(args):
     # One clear line for a bad model or path, before loading TF.
     options_file, weight_file, found_mix, found_vocab = model_files(args)
     check_paths(args.input, args.output)
+    from keras_elmo.text_files import check_utf8
+
+    check_utf8([args.input])  # the one UTF-8 policy: file and line named, before any work
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
     mix_file = args.mix_weights or (found_mix if output_format == "mixed" else None)

@@ -13,7 +13,9 @@ Example:
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from keras_elmo.cli.quiet import quiet_native_startup
 
@@ -43,21 +45,39 @@ def build_parser():
     return parser
 
 
+def _terminate(signum, frame):  # noqa: ARG001 - the signal module's signature
+    """SIGTERM unwinds like Ctrl-C, so writers remove their temporaries on the way out."""
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def main(argv=None):
-    """Runs one subcommand; returns the process exit code."""
+    """Runs one subcommand; returns the process exit code.
+
+    SIGTERM (schedulers, `timeout`) stops a command like Ctrl-C: its temporary files are
+    removed and it exits 143 (130 for Ctrl-C). `train` handles both itself: it finishes
+    the step, writes a checkpoint and weights.hdf5, then exits the same way.
+    """
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported under the subcommand's own usage line, as argparse would there
         parser.subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         with quiet_native_startup():
             return int(args.run(args) or 0)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"keras-elmo {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        by_sigterm = str(interrupt) == "SIGTERM"
+        print(f"keras-elmo {args.command}: interrupted{' (SIGTERM)' if by_sigterm else ''}",
+              file=sys.stderr)
+        return 143 if by_sigterm else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

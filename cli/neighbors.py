@@ -70,6 +70,9 @@ def run(args):
     if not os.path.isfile(args.corpus):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")
+    from keras_elmo.text_files import check_utf8
+
+    check_utf8([args.corpus])  # the one UTF-8 policy: file and line named, before any work
     tokens = args.sentence.split()
     find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
     vocab = args.vocab or found_vocab

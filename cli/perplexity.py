@@ -29,7 +29,10 @@ def run(args):
     from keras_elmo.model_files import OPTIONS_FILE
     from keras_elmo.training.corpus import expand_corpus
 
+    from keras_elmo.text_files import check_utf8
+
     files = expand_corpus(args.heldout)
+    check_utf8(files)  # TensorFlow reads them in-graph: the one UTF-8 policy, checked first
     if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)):
         raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
                                 "expected the directory of a `keras-elmo train` run.")

@@ -16,7 +16,10 @@ Example:
 """
 
 import os
+import sys
 
+#: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
+_SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 #: Flag -> config key of the options that override the preset / JSON.
 _FLAGS = {
     "batch_tokens": ("--batch-tokens", int, "token budget of a batch per replica (boundaries incl.)"),
@@ -94,14 +97,37 @@ def run(args):
     from keras_elmo.training import distribute
 
     strategy = distribute.make_strategy()  # before any other TF op (multi-worker needs it)
+    if not distribute.is_chief(strategy):  # the chief holds the directory's lock
+        return _train(args, strategy)
+    from keras_elmo.training.run_lock import RunLock
 
-    from keras_elmo.training.corpus import expand_corpus
+    created = not os.path.exists(args.model_dir)
+    lock = RunLock(args.model_dir).acquire()  # one run per MODEL_DIR; before any write
+    try:
+        return _train(args, strategy)
+    except BaseException:
+        if created:  # a refused new run leaves nothing behind
+            lock.release()
+            _remove_if_only_lock(args.model_dir)
+        raise
+    finally:
+        lock.release()
+
+
+def _train(args, strategy):
+    """Resolves the config, trains, optionally evaluates (under the run lock)."""
+    from keras_elmo.training import distribute
+    from keras_elmo.training.corpus import expand_corpus, stored_corpus_files
     from keras_elmo.training.model_dir import ModelDir
     from keras_elmo.training.trainer import Trainer
 
     model_dir = ModelDir(args.model_dir)
     config, vocab = resolve_config(args, model_dir)
-    files = expand_corpus(config.train_prefix)
+    files = stored_corpus_files(config.train_prefix, model_dir.path)
+    if not args.train:  # a resume's saved corpus (--train was checked before TF loaded)
+        from keras_elmo.text_files import check_utf8
+
+        check_utf8(files)
     if distribute.is_chief(strategy):
         model_dir.prepare(config, args.vocab or model_dir.vocab_path)
     print(f"training {model_dir.path}: {len(files)} file(s), {config.n_train_tokens:,} tokens, "
@@ -120,6 +146,11 @@ def run(args):
     print(f"stopped ({result['stopped']}) at step {result['step']} after {result['epoch']} "
           f"full epoch(s){resumed}, {result['seconds']:.0f} s; wrote {model_dir.options_path}, "
           f"{model_dir.weights_path}, {model_dir.checkpoint_dir}/", flush=True)
+    if result["stopped"] in _SIGNAL_EXIT:
+        print(f"keras-elmo train: interrupted by {result['stopped']} at step {result['step']}; "
+              f"checkpoint and {os.path.basename(model_dir.weights_path)} written; resume with "
+              f"`keras-elmo train {model_dir.path}`.", file=sys.stderr, flush=True)
+        return _SIGNAL_EXIT[result["stopped"]]
     if args.heldout:
         from keras_elmo.evaluation.perplexity import evaluate, format_report
 
@@ -127,6 +158,18 @@ def run(args):
         print(format_report(evaluate(trainer.model, heldout, vocab, config),
                             " ".join(args.heldout)), flush=True)
     return 0
+
+
+def _remove_if_only_lock(model_dir):
+    """Removes a directory this run created when it holds nothing but the lock file."""
+    from keras_elmo.training.run_lock import LOCK_FILE
+
+    try:
+        if os.listdir(model_dir) == [LOCK_FILE]:
+            os.remove(os.path.join(model_dir, LOCK_FILE))
+            os.rmdir(model_dir)
+    except OSError:
+        pass
 
 
 def check_input_files(args):
@@ -142,10 +185,11 @@ def check_input_files(args):
     if os.path.isfile(args.model_dir):
         raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
                          "of an earlier run).")
-    if args.train:
-        expand_corpus(args.train)
-    if args.heldout:
-        expand_corpus(args.heldout)
+    from keras_elmo.text_files import check_utf8
+
+    for patterns in (args.train, args.heldout):
+        if patterns:  # TensorFlow reads them in-graph: every line UTF-8, checked first
+            check_utf8(expand_corpus(patterns))
     for flag, path in (("--vocab", args.vocab), ("--config", args.config)):
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{flag} {path}: no such file.")
@@ -167,11 +211,13 @@ def resolve_config(args, model_dir):
     from keras_elmo.training.config import TrainingConfig, merge_dicts
     from keras_elmo.training.dataset import corpus_size
     from keras_elmo.training.vocabulary import Vocabulary
-    from keras_elmo.training.corpus import expand_corpus
+    from keras_elmo.training.corpus import absolute_corpus, expand_corpus, same_corpus
 
     resume = model_dir.has_run()
     if resume:
         saved = model_dir.load_config()
+        saved = saved.replace(train_prefix=absolute_corpus(saved.train_prefix,
+                                                           model_dir.path))
         data = saved.to_dict()
         if args.size:
             preset = TrainingConfig.preset(args.size).to_dict()
@@ -201,7 +247,11 @@ def resolve_config(args, model_dir):
                          "trained with (vocab.txt); start a new MODEL_DIR or drop --vocab.")
     data["n_tokens_vocab"] = len(vocab)
     if args.train:
-        data["train_prefix"] = args.train[0] if len(args.train) == 1 else list(args.train)
+        given = [os.path.abspath(os.path.expanduser(p)) for p in args.train]
+        given = given[0] if len(given) == 1 else given
+        if resume and same_corpus(given, saved, model_dir.path):
+            saved = saved.replace(train_prefix=given)  # the same corpus by another path
+        data["train_prefix"] = given
     if not resume:
         sentences, tokens = corpus_size(expand_corpus(data["train_prefix"]),
                                          data.get("tokenizer", "whitespace"))

@@ -32,7 +32,10 @@ def run(args):
     paths = expand_corpus(args.train)
     if os.path.isdir(args.out):
         raise ValueError(f"Expected --out to be a file path. Received a directory: {args.out!r}")
-    counts = token_counts(paths)
+    counts = token_counts(paths)  # a line that is not UTF-8: file and line named
+    if not counts:
+        raise ValueError(f"the corpus {' '.join(args.train)} holds no token (expected one "
+                         "sentence per line, tokens separated by spaces); nothing written.")
     vocabulary = vocabulary_from_counts(counts, args.min_count, args.max_size)
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)

@@ -10,6 +10,8 @@ Example:
 
 import os
 
+from keras_elmo.text_files import read_text_lines
+
 
 def count_lines(path):
     """Number of lines of a file (a last line without a newline counts), streaming."""
@@ -22,19 +24,14 @@ def count_lines(path):
 
 
 def read_lines(path):
-    """Yields `(index, text)` per line, `text` decoded as UTF-8 with its newline removed.
+    """Yields `(index, text)` per line (0-based index), UTF-8, newline removed.
 
     Raises:
-        ValueError: a line is not UTF-8 (the message gives its 1-based number).
+        ValueError: a line is not UTF-8 (file and 1-based line named; the one policy of
+            `keras_elmo.text_files`).
     """
-    with open(path, "rb") as handle:
-        for index, raw in enumerate(handle):
-            try:
-                yield index, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}, line {index + 1}: not UTF-8 ({error.reason} at "
-                                 f"byte {error.start}); expected UTF-8 text, one tokenised "
-                                 "sentence per line.") from None
+    for line_number, text in read_text_lines(path):
+        yield line_number - 1, text
 
 
 def check_paths(input_path, output_path):

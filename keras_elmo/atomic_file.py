@@ -2,9 +2,13 @@
 
 Every file keras-elmo writes (weights.hdf5, options.json, vocabularies, corpora, embedding
 files, token caches, SavedModels) goes through this module: the content is written to a
-hidden temporary beside the target (`.NAME.<random>.tmp`), flushed, and renamed onto the
-target only when the writer finished without an error. A killed process leaves the previous
-version (or nothing), never half a file; a failed writer removes its temporary.
+hidden temporary beside the target (`.NAME.<pid>@<host>@<random>.tmp`), flushed, and renamed onto
+the target only when the writer finished without an error. A killed process leaves the
+previous version (or nothing), never half a file; a failed writer removes its temporary, and
+the temporaries a killed process left (`kill -9`) are removed by the next write of the same
+target (`remove_stale_temporaries`: their process is gone, or they are a day old). A
+directory replaced by `atomic_directory(..., replace=True)` is swapped in with one
+`renameat2(RENAME_EXCHANGE)` on Linux, so the name never stands empty.
 
 Imports nothing but the standard library (the command line uses it before TensorFlow).
 
@@ -16,14 +20,23 @@ Example:
 """
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import shutil
+import socket
 import tempfile
+import time
 
 #: Permissions of a file made by `open(path, "w")` before the umask (mkstemp uses 0o600).
 _DEFAULT_FILE_MODE = 0o666
 #: Suffix of every temporary this module makes (`.NAME.<random>.tmp`).
 TEMP_SUFFIX = ".tmp"
+#: A temporary whose process cannot be told (older naming) is stale after this many seconds.
+STALE_SECONDS = 24 * 3600
+#: `renameat2` flag: swap two existing names atomically (Linux >= 3.15).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
 
 
 def _current_umask():
@@ -35,6 +48,70 @@ def _current_umask():
 def temp_prefix(path):
     """The name prefix of the temporaries made for `path` (`.NAME.`)."""
     return f".{os.path.basename(os.fspath(path))}."
+
+
+def _own_prefix(path):
+    """`.NAME.<pid>@<host>@`: the prefix of this process's temporaries for `path`."""
+    return f"{temp_prefix(path)}{os.getpid()}@{_host()}@"
+
+
+def _host():
+    return socket.gethostname().replace("@", "_")
+
+
+def _process_alive(pid):
+    """True when process `pid` runs on this host (a zombie, killed but not reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:  # Linux: "pid (name) STATE ..."
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def remove_stale_temporaries(path):
+    """Removes the temporaries of `path` that a killed process left beside it.
+
+    A temporary `.NAME.<pid>@<host>@<random>[.old].tmp` of this host is stale when no
+    process `pid` runs; any other (another host's, or the older naming without a pid) when
+    it is older than `STALE_SECONDS`. Temporaries of live writers are left alone.
+
+    Returns:
+        list of the removed paths.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = temp_prefix(path)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            continue
+        full = os.path.join(directory, name)
+        pid_text, _, rest = name[len(prefix):].partition("@")
+        stale = False
+        if pid_text.isdigit() and rest.partition("@")[0] == _host():
+            stale = not _process_alive(int(pid_text))
+        else:
+            with contextlib.suppress(OSError):
+                stale = time.time() - os.lstat(full).st_mtime > STALE_SECONDS
+        if not stale:
+            continue
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(full)
+        removed.append(full)
+    return removed
 
 
 @contextlib.contextmanager
@@ -49,7 +126,8 @@ def atomic_path(path):
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp_path = tempfile.mkstemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX,
+    remove_stale_temporaries(path)
+    fd, tmp_path = tempfile.mkstemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX,
                                     dir=directory)
     os.close(fd)
     try:
@@ -112,7 +190,8 @@ def atomic_directory(path, replace=False):
         raise ValueError(f"{path} already exists and is not empty; expected a new path.")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=temp_prefix(path), suffix=TEMP_SUFFIX, dir=parent)
+    remove_stale_temporaries(path)
+    staging = tempfile.mkdtemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX, dir=parent)
     try:
         yield staging
         _swap_in(staging, path)
@@ -120,13 +199,39 @@ def atomic_directory(path, replace=False):
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def exchange_paths(first, second):
+    """Swaps two existing names in one step (`renameat2(RENAME_EXCHANGE)`).
+
+    Returns:
+        True when swapped; False when the OS or filesystem cannot (then nothing changed).
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    try:
+        renameat2 = ctypes.CDLL(libc_name, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not Linux, or a libc without renameat2
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    result = renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
+                       _RENAME_EXCHANGE)
+    return result == 0
+
+
 def _swap_in(staging, path):
-    """Moves the complete `staging` directory to `path`, replacing what is there."""
+    """Moves the complete `staging` directory to `path`, replacing what is there.
+
+    Linux: one atomic exchange (the old version ends under the staging name and is removed
+    by the caller). Elsewhere: two renames, the old version first moved to a hidden name.
+    """
     if not os.path.exists(path):
         os.replace(staging, path)
         return
+    if os.path.isdir(path) and exchange_paths(staging, path):
+        return
     parent = os.path.dirname(os.path.abspath(path))
-    retired = tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".old" + TEMP_SUFFIX,
+    retired = tempfile.mkdtemp(prefix=_own_prefix(path), suffix=".old" + TEMP_SUFFIX,
                                dir=parent)
     os.rmdir(retired)
     os.replace(path, retired)  # the old version, complete, under a hidden name

@@ -1,6 +1,7 @@
 """`CharCNNEmbedder`: ELMo's context-insensitive token encoder (ELMO_SPEC.md section 2)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_elmo import constants
@@ -9,6 +10,28 @@ from keras_elmo.highway import Highway
 from keras_elmo.options import BiLMOptions
 
 _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
+#: Largest model char id (ids are shifted by +1; 0 means "no token").
+_MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
+
+
+def check_char_id_range(ids):
+    """Refuses char ids outside `[0, 261]` (a negative id would index the table from its end).
+
+    Eager: a `ValueError` quoting the smallest and largest id received. Traced (Keras
+    functional model, tf.function, SavedModel): an assertion op that fails the call with
+    the same words.
+    """
+    message = (f"char ids must be in [0, {_MAX_CHAR_ID}] (shifted ids, 0 = no token; "
+               "see keras_elmo.batch_to_ids)")
+    if tf.executing_eagerly():
+        if int(tf.size(ids)) == 0:
+            return
+        low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+        if low < 0 or high > _MAX_CHAR_ID:
+            raise ValueError(f"{message}; received ids from {low} to {high}.")
+        return
+    tf.debugging.assert_greater_equal(ids, 0, message=message)
+    tf.debugging.assert_less_equal(ids, _MAX_CHAR_ID, message=message)
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -118,6 +141,7 @@ class CharCNNEmbedder(keras.layers.Layer):
 
     def call(self, inputs):
         ids = ops.cast(inputs, "int32")
+        check_char_id_range(ids)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
         flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
         # One extra all-padding row, dropped at the end: TensorFlow's conv returns its input

@@ -136,29 +136,34 @@ class BiLMOptions:
                                  f"found keys {sorted(options)}.")
         lstm, cnn = dict(options["lstm"]), dict(options["char_cnn"])
         try:
-            num_characters = int(cnn.pop("n_characters", constants.NUM_CHARACTERS))
+            embedding = cnn.pop("embedding")
+            if not isinstance(embedding, dict):
+                raise ValueError("options.json key 'char_cnn.embedding' must be an object "
+                                 f"{{\"dim\": ...}}; received {embedding!r}.")
+            num_characters = _int("char_cnn.n_characters",
+                                  cnn.pop("n_characters", constants.NUM_CHARACTERS))
             if num_characters == constants.NUM_FILE_CHARACTERS:
                 num_characters = constants.NUM_CHARACTERS
             fields = dict(
-                char_embedding_dim=int(cnn.pop("embedding")["dim"]),
-                filters=tuple(tuple(f) for f in cnn.pop("filters")),
-                num_highway=int(cnn.pop("n_highway", 0)),
-                activation=cnn.pop("activation", "relu"),
-                max_characters_per_token=int(
+                char_embedding_dim=_int("char_cnn.embedding.dim", embedding["dim"]),
+                filters=_filters(cnn.pop("filters")),
+                num_highway=_int("char_cnn.n_highway", cnn.pop("n_highway", 0)),
+                activation=_str("char_cnn.activation", cnn.pop("activation", "relu")),
+                max_characters_per_token=_int(
+                    "char_cnn.max_characters_per_token",
                     cnn.pop("max_characters_per_token", constants.MAX_CHARACTERS_PER_TOKEN)),
                 num_characters=num_characters,
-                lstm_units=int(lstm.pop("dim")),
-                projection_dim=int(lstm.pop("projection_dim")),
-                num_layers=int(lstm.pop("n_layers")),
-                cell_clip=_optional_float(lstm.pop("cell_clip", None)),
-                proj_clip=_optional_float(lstm.pop("proj_clip", None)),
-                use_skip_connections=bool(lstm.pop("use_skip_connections", False)),
+                lstm_units=_int("lstm.dim", lstm.pop("dim")),
+                projection_dim=_int("lstm.projection_dim", lstm.pop("projection_dim")),
+                num_layers=_int("lstm.n_layers", lstm.pop("n_layers")),
+                cell_clip=_optional_number("lstm.cell_clip", lstm.pop("cell_clip", None)),
+                proj_clip=_optional_number("lstm.proj_clip", lstm.pop("proj_clip", None)),
+                use_skip_connections=_bool("lstm.use_skip_connections",
+                                           lstm.pop("use_skip_connections", False)),
             )
         except KeyError as error:
             raise ValueError(f"options.json is missing the key {error.args[0]!r} "
                              "(see ELMO_SPEC.md section 6 for the expected shape).") from None
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"options.json has a value of the wrong type: {error}.") from None
         extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
         extra.update({f"lstm.{k}": v for k, v in lstm.items()})
         extra.update({f"char_cnn.{k}": v for k, v in cnn.items()})
@@ -191,7 +196,10 @@ class BiLMOptions:
         """Reads an options.json file; one clear error for a missing file or bad JSON."""
         data = read_json(path, "options file", "an options.json as written by bilm-tf or "
                                                "keras-elmo")
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except ValueError as error:
+            raise ValueError(f"options file {os.fspath(path)}: {error}") from None
 
     def save(self, path):
         """Writes options.json (indent 2, UTF-8)."""
@@ -239,5 +247,49 @@ def _check_positive_int(name, value):
         raise ValueError(f"{name} must be a positive integer; received {value!r}.")
 
 
-def _optional_float(value):
-    return None if value is None else float(value)
+def _int(key, value):
+    """A JSON integer (not a bool, a float such as 12.9 or a string such as "12")."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"options.json key {key!r} must be an integer; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _bool(key, value):
+    """A JSON `true` / `false` (the string "false" is refused, not read as true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"options.json key {key!r} must be true or false; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _str(key, value):
+    if not isinstance(value, str):
+        raise ValueError(f"options.json key {key!r} must be a string; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _optional_number(key, value):
+    """None (no clip) or a JSON number, as float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"options.json key {key!r} must be a number or null; received "
+                         f"{value!r} ({type(value).__name__}).")
+    return float(value)
+
+
+def _filters(value):
+    """`[[width, n_filters], ...]` of integers -> tuple of pairs."""
+    if not isinstance(value, list):
+        raise ValueError("options.json key 'char_cnn.filters' must be a list of [width, "
+                         f"n_filters] pairs; received {value!r} ({type(value).__name__}).")
+    pairs = []
+    for index, pair in enumerate(value):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+            raise ValueError(f"options.json key 'char_cnn.filters' entry {index} must be a "
+                             f"[width, n_filters] pair; received {pair!r}.")
+        pairs.append((_int(f"char_cnn.filters[{index}][0]", pair[0]),
+                      _int(f"char_cnn.filters[{index}][1]", pair[1])))
+    return tuple(pairs)

@@ -141,6 +141,8 @@ def load_bilm_weights(bilm, path):
             raise ValueError(f"weight file {path} has dataset {name!r} with shape "
                              f"{tuple(arrays[name].shape)}, which a model with these options "
                              "does not have (check n_highway, n_layers and the projection).")
+    for name, _, _, _ in entries:
+        _check_finite(arrays[name], f"weight file {path}: dataset {name!r}")
     for name, _, to_layer, _ in entries:
         to_layer(arrays[name].astype(np.float32, copy=False))
 
@@ -152,10 +154,26 @@ def bilm_weight_arrays(bilm):
 
 
 def save_bilm_weights(bilm, path):
-    """Writes a `BiLM`'s weights to `path` in the published layout (atomically)."""
+    """Writes a `BiLM`'s weights to `path` in the published layout (atomically).
+
+    Raises:
+        ValueError: a weight is NaN or infinite (nothing is written).
+    """
+    arrays = bilm_weight_arrays(bilm)
+    for name, array in arrays.items():
+        _check_finite(array, f"refusing to write {path}: weight {name!r}")
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        for name, array in bilm_weight_arrays(bilm).items():
+        for name, array in arrays.items():
             f.create_dataset(name, data=array)
+
+
+def _check_finite(array, where):
+    """Refuses NaN and infinite values: `where` holds N non-finite values of M."""
+    if np.issubdtype(array.dtype, np.floating):
+        bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+        if bad:
+            raise ValueError(f"{where} holds {bad} non-finite values (NaN or inf) of "
+                             f"{array.size}; expected finite weights (did training diverge?).")
 
 
 def save_published(bilm, directory):

@@ -14,6 +14,7 @@ True
 """
 
 import dataclasses
+import glob
 import json
 import os
 
@@ -61,7 +62,9 @@ class TrainingConfig:
         shuffle_buffer: int, sentences in the shuffle buffer.
         seed: int, shuffling seed; epoch `e` uses `seed + e`, so a resumed run sees the
             same order.
-        train_prefix: str or None, the corpus glob.
+        train_prefix: str or list of str or None, the corpus glob(s); `keras-elmo train`
+            stores them absolute, and `resolve_stored_paths` reads a relative one from the
+            model directory, so a run resumes from any working directory.
         checkpoint_every_steps: int, steps between checkpoints.
         keep_checkpoints: int, checkpoints kept on disk.
         init_from: str or None, a model directory whose weights a new run starts from
@@ -110,6 +113,9 @@ class TrainingConfig:
             raise ValueError(
                 f"batch_tokens must hold one longest chunk (max_sentence_tokens + 2 = "
                 f"{self.max_sentence_tokens + 2} tokens); received batch_tokens={self.batch_tokens}.")
+        for name in ("dropout", "learning_rate", "initial_accumulator_value",
+                     "all_clip_norm_val"):
+            _check_number(name, getattr(self, name))
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1); received {self.dropout}.")
         for name in ("learning_rate", "all_clip_norm_val"):
@@ -192,7 +198,10 @@ class TrainingConfig:
     def from_file(cls, path):
         """Reads an options.json written by `save` (or a bilm-tf training options file)."""
         options = BiLMOptions.from_file(path)  # clear errors for missing file / bad JSON
-        return cls.from_dict(options.to_dict())
+        try:
+            return cls.from_dict(options.to_dict())
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"options file {os.fspath(path)}: {error}") from None
 
     def save(self, path):
         """Writes options.json atomically (a killed run never leaves half a file)."""
@@ -208,6 +217,30 @@ class TrainingConfig:
         keys = sorted(set(mine) | set(theirs))
         return [(k, mine.get(k), theirs.get(k)) for k in keys
                 if k not in RESUMABLE_KEYS and mine.get(k) != theirs.get(k)]
+
+
+def resolve_stored_paths(value, model_dir):
+    """A path (or glob, or list of them) stored in options.json, usable from any directory.
+
+    Absolute paths are kept; a relative one is read from `model_dir`. A run written before
+    paths were stored absolute kept them as typed: when only the working directory matches
+    such a path, it is kept as it is.
+
+    Example:
+    >>> resolve_stored_paths("../data/train.txt", "/runs/a")  # doctest: +SKIP
+    '/runs/data/train.txt'
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return [resolve_stored_paths(item, model_dir) for item in value]
+    path = os.path.expanduser(value)
+    if os.path.isabs(path):
+        return path
+    candidate = os.path.normpath(os.path.join(os.path.abspath(model_dir), path))
+    if glob.glob(candidate) or not glob.glob(path):
+        return candidate
+    return path
 
 
 def merge_dicts(base, override):
@@ -233,6 +266,12 @@ def _flatten(data, prefix=""):
         else:
             flat[f"{prefix}{key}"] = json.loads(json.dumps(value))  # tuples -> lists
     return flat
+
+
+def _check_number(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number; received {value!r} "
+                         f"({type(value).__name__}).")
 
 
 def _check_int(name, value, minimum):

@@ -1,7 +1,9 @@
 """Plain-text corpora: one sentence per line, tokens separated by whitespace.
 
 `expand_corpus` turns a glob (or a list of globs/paths) into a sorted list of files,
-and `read_sentences` streams token lists out of one file.
+and `read_sentences` streams token lists out of one file. A run's corpus is stored in its
+options.json (`train_prefix`): `stored_corpus_files` finds it from any working directory,
+`same_corpus` tells whether `--train` names it by another path.
 
 Example:
     >>> for path in expand_corpus("data/people_daily/train.txt"):
@@ -11,6 +13,8 @@ Example:
 
 import glob
 import os
+
+from keras_elmo.text_files import read_text_lines
 
 
 def expand_corpus(pattern_or_paths):
@@ -55,7 +59,8 @@ def read_sentences(path):
     held in memory.
 
     Args:
-        path: a UTF-8 text file, one sentence per line.
+        path: a UTF-8 text file, one sentence per line (a line that is not UTF-8 is a
+            `ValueError` naming file and line, `keras_elmo.text_files`).
 
     Yields:
         `list[str]`, the tokens of one sentence (never empty).
@@ -64,8 +69,50 @@ def read_sentences(path):
         >>> list(read_sentences("tiny.txt"))  # file "a b\\n\\nc\\n"
         [['a', 'b'], ['c']]
     """
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            tokens = line.split()
-            if tokens:
-                yield tokens
+    for _, line in read_text_lines(path):
+        tokens = line.split()
+        if tokens:
+            yield tokens
+
+
+def stored_corpus_files(train_prefix, model_dir):
+    """The files of a corpus stored in `model_dir`'s options.json, from any directory.
+
+    Raises:
+        ValueError: the stored corpus is not found (naming it and the directory).
+    """
+    from keras_elmo.training.config import resolve_stored_paths
+
+    try:
+        return expand_corpus(resolve_stored_paths(train_prefix, model_dir))
+    except ValueError as error:
+        raise ValueError(f"{model_dir} was trained on {train_prefix!r}, which is not found "
+                         f"({error}); give the corpus with --train.") from None
+
+
+def absolute_corpus(train_prefix, model_dir):
+    """A stored corpus value made absolute (runs before stored it as typed)."""
+    from keras_elmo.training.config import resolve_stored_paths
+
+    resolved = resolve_stored_paths(train_prefix, model_dir)
+    if resolved is None:
+        return None
+    if isinstance(resolved, str):
+        return os.path.abspath(resolved)
+    return [os.path.abspath(path) for path in resolved]
+
+
+def same_corpus(given, saved_config, model_dir):
+    """True when the corpus `given` (globs) is the one `saved_config` was trained on.
+
+    The same files after links and relative paths are resolved; or, when the saved corpus
+    is no longer where it was (moved), files with the same token count (`n_train_tokens`).
+    """
+    files = expand_corpus(given)
+    try:
+        saved_files = stored_corpus_files(saved_config.train_prefix, model_dir)
+    except ValueError:
+        from keras_elmo.training.dataset import corpus_size
+
+        return corpus_size(files, saved_config.tokenizer)[1] == saved_config.n_train_tokens
+    return {os.path.realpath(f) for f in files} == {os.path.realpath(f) for f in saved_files}

@@ -26,6 +26,7 @@ import tensorflow as tf
 from keras_elmo.atomic_file import atomic_copy
 from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.divergence import non_finite_variables
 
 
 class ModelDir:
@@ -121,6 +122,7 @@ class ModelDir:
             raise FileNotFoundError(f"no checkpoint in {self.checkpoint_dir}: train the model "
                                     "first (`keras-elmo train`).")
         model = LanguageModel.from_training_config(config)
+        check_checkpoint_shapes(path, model=_flat(model.variables))
         try:
             status = tf.train.Checkpoint(model=_flat(model.variables)).restore(path)
             status.expect_partial()  # the optimizer's slots are not needed here
@@ -128,6 +130,11 @@ class ModelDir:
         except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
             raise ValueError(f"cannot restore checkpoint {path}: "
                              f"{str(error).strip().splitlines()[0][:300]}") from None
+        bad = non_finite_variables(model.variables)
+        if bad:
+            raise ValueError(f"checkpoint {path} holds non-finite values (NaN or inf) in "
+                             f"{len(bad)} variable(s), first {bad[0][0]} ({bad[0][1]} values); "
+                             "expected finite weights (did training diverge?).")
         return config, vocab, model
 
     def write_weights(self, bilm):
@@ -155,11 +162,50 @@ def make_checkpoint(model, optimizer, **counters):
 
 def restore(checkpoint, path):
     """Restores `checkpoint` from `path`; a damaged or mismatched file is one clear error."""
+    check_checkpoint_shapes(path, model=dict(checkpoint.model.items()),
+                            optimizer=dict(checkpoint.optimizer.items()))
     try:
         checkpoint.restore(path).assert_existing_objects_matched()
     except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"cannot restore checkpoint {path}: {first[:300]}") from None
+
+
+def check_checkpoint_shapes(path, **groups):
+    """Refuses a checkpoint whose variables do not fit the model before restoring anything.
+
+    Restoring a mismatched checkpoint fails deep in TensorFlow and leaves a wall of warnings
+    about unrestored values; this compares names and shapes first and gives one line.
+
+    Args:
+        path: checkpoint path prefix (`.../ckpt-40`).
+        **groups: `{key: variable}` dicts as saved by `make_checkpoint` (`model=...`).
+
+    Raises:
+        ValueError: a variable missing, of another shape, or in excess (naming it, the shape
+            found and the shape expected).
+    """
+    try:
+        saved = {name: tuple(shape) for name, shape in tf.train.list_variables(path)}
+    except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"cannot restore checkpoint {path}: {first[:300]}") from None
+    what = f"checkpoint {path} does not match {OPTIONS_FILE} (it was written with other options)"
+    for group, variables in groups.items():
+        expected = {f"{group}/{key}/.ATTRIBUTES/VARIABLE_VALUE": (key, tuple(variable.shape))
+                    for key, variable in variables.items()}
+        for name, (key, shape) in expected.items():
+            if name not in saved:
+                raise ValueError(f"{what}: it has no {group} variable {key}, expected with "
+                                 f"shape {shape}.")
+            if saved[name] != shape:
+                raise ValueError(f"{what}: {group} variable {key} has shape {saved[name]}, "
+                                 f"expected {shape}.")
+        extra = sorted(name for name in saved
+                       if name.startswith(group + "/") and name not in expected)
+        if extra:
+            raise ValueError(f"{what}: it has {len(extra)} {group} variable(s) a model of "
+                             f"these options does not, first {extra[0].split('/')[1]}.")
 
 
 def _flat(variables):

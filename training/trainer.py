@@ -19,6 +19,12 @@ the (identical) per-replica copies again, hence the `1 / num_replicas` scale.
 Warm start: a new run with `config.init_from` first copies that model's weights in
 (`keras_elmo.training.warm_start`); a resumed run takes them from its checkpoint instead.
 
+Divergence: a non-finite loss or gradient norm stops the run at once, and so does a
+non-finite weight before a checkpoint (`keras_elmo.training.divergence`); nothing of the
+diverged step is saved, weights.hdf5 is not written, the newest checkpoint stays the last
+finite one. Signals: the first SIGINT/SIGTERM stops after the current step with a
+checkpoint and weights.hdf5 (`stopped == "SIGTERM"`, `keras_elmo.training.stop_signals`).
+
 Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
 `batches_in_epoch` (global batches of the current epoch already consumed); a resumed run
 rebuilds that epoch's deterministic input order and skips those batches.
@@ -40,9 +46,11 @@ import tensorflow as tf
 
 from keras_elmo.training import distribute
 from keras_elmo.training.dataset import make_dataset
+from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
 from keras_elmo.training.progress_log import ProgressLog
+from keras_elmo.training.stop_signals import StopSignals
 
 _SUM = tf.distribute.ReduceOp.SUM
 
@@ -99,7 +107,15 @@ class Trainer:
         return path
 
     def save(self):
-        """Saves a checkpoint numbered by the step (every task must call it)."""
+        """Saves a checkpoint numbered by the step (every task must call it).
+
+        Raises:
+            TrainingDivergedError: a weight is not finite (nothing is saved).
+        """
+        try:
+            check_weights(int(self.step.numpy()), self.model.variables)
+        except TrainingDivergedError as error:
+            raise self._diverged(error) from None
         return self.manager.save(checkpoint_number=int(self.step.numpy()))
 
     # --- one step ------------------------------------------------------------------------
@@ -153,12 +169,18 @@ class Trainer:
         """Trains until `n_epochs` are done, `step == max_steps` or `max_minutes` passed.
 
         Resumes from the newest checkpoint of the model directory if there is one. Saves a
-        checkpoint every `checkpoint_every_steps` steps and at the end.
+        checkpoint every `checkpoint_every_steps` steps and at the end (a SIGINT/SIGTERM
+        ends the run early, after its current step, the same way).
+
+        Raises:
+            TrainingDivergedError: a non-finite loss, gradient norm or weight (naming the
+                step and the newest, finite, checkpoint); nothing of it is saved.
 
         Returns:
             dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `warm_started`
             (`keras_elmo.training.warm_start.warm_start`'s report, or None), `stopped`
-            (`"epochs"`, `"max_steps"` or `"max_minutes"`), `seconds`, `last` (the last
+            (`"epochs"`, `"max_steps"`, `"max_minutes"`, or `"SIGINT"` / `"SIGTERM"`
+            when a signal asked for a stop), `seconds`, `last` (the last
             progress figures: loss, perplexity, tokens_per_second, ...), `history` (every
             progress report of this run).
         """
@@ -174,6 +196,7 @@ class Trainer:
         replicas = self.strategy.num_replicas_in_sync
         every = self.config.checkpoint_every_steps
         stopped = "epochs"
+        signals = StopSignals().__enter__()
         try:
             while int(self.epoch.numpy()) < self.config.n_epochs and stopped == "epochs":
                 epoch = int(self.epoch.numpy())
@@ -183,13 +206,17 @@ class Trainer:
                         stopped = "max_steps" if _reached(self.step, max_steps) else "max_minutes"
                         break
                     sums, tokens, norm = self.train_step(batch, dataset.element_spec)
+                    step = int(self.step.numpy()) + 1
+                    self._check_step(step, sums, norm)
                     self.step.assign_add(1)
                     self.batches_in_epoch.assign_add(replicas)
-                    step = int(self.step.numpy())
                     log.update(step, epoch, sums, int(tokens), self.optimizer.learning_rate.numpy(),
                                float(norm))
                     if step % every == 0:
                         self.save()
+                    if distribute.all_agree(self.strategy, signals.signum is not None):
+                        stopped = signals.name or "SIGTERM"  # another task got the signal
+                        break
                 else:
                     self.epoch.assign_add(1)
                     self.batches_in_epoch.assign(0)
@@ -200,6 +227,7 @@ class Trainer:
                     not self.manager.latest_checkpoint.endswith(f"-{int(self.step.numpy())}"):
                 self.save()
         finally:
+            signals.__exit__(None, None, None)
             log.close()
             if not self.chief:
                 shutil.rmtree(self.save_dir, ignore_errors=True)
@@ -212,6 +240,22 @@ class Trainer:
                 "stopped": stopped,
                 "seconds": time.monotonic() - start, "last": last or log.last,
                 "history": log.history}
+
+    def _check_step(self, step, sums, norm):
+        """Stops at once on a non-finite loss or gradient norm (nothing of it is saved)."""
+        try:
+            check_step(step, sums, norm)
+        except TrainingDivergedError as error:
+            raise self._diverged(error) from None
+
+    def _diverged(self, error):
+        """The divergence error, completed with what was kept and what to do."""
+        newest = self.manager.latest_checkpoint
+        kept = (f"the newest checkpoint, {os.path.basename(newest)}, is finite and is the one "
+                "a rerun resumes from" if newest else "no checkpoint of this run was written")
+        return TrainingDivergedError(f"{error} Stopped; {kept}; weights.hdf5 was not written. "
+                                     "Lower --learning-rate or --clip-norm (in a new "
+                                     "MODEL_DIR).")
 
     def _should_stop(self, max_steps, max_minutes, start):
         if _reached(self.step, max_steps):  # the same on every task

@@ -11,9 +11,11 @@ Example:
 """
 
 import collections
+import os
 
 from keras_elmo.constants import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
 from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.text_files import read_text_lines
 from keras_elmo.training.corpus import read_sentences
 
 #: The tokens every vocabulary starts with, in this order (ids 0, 1, 2).
@@ -62,23 +64,24 @@ class Vocabulary:
         """
         tokens = []
         seen = {}
-        with open(path, encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                token = line.rstrip("\r\n")
-                where = f"{path}, line {line_number}"
-                _check_token(token, where)
-                if line_number <= len(SPECIAL_TOKENS):
-                    expected = SPECIAL_TOKENS[line_number - 1]
-                    if token != expected:
-                        raise ValueError(
-                            f"{where}: expected the special token {expected!r} (a vocabulary "
-                            f"file starts with {', '.join(SPECIAL_TOKENS)}). Received: {token!r}")
-                if token in seen:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"vocabulary file not found: {path} (expected one token "
+                                    "per line, <S>, </S>, <UNK> first).")
+        for line_number, token in read_text_lines(path):
+            where = f"{path}, line {line_number}"
+            _check_token(token, where)
+            if line_number <= len(SPECIAL_TOKENS):
+                expected = SPECIAL_TOKENS[line_number - 1]
+                if token != expected:
                     raise ValueError(
-                        f"{where}: duplicate token {token!r}, first seen on line "
-                        f"{seen[token]}; expected each token once.")
-                seen[token] = line_number
-                tokens.append(token)
+                        f"{where}: expected the special token {expected!r} (a vocabulary "
+                        f"file starts with {', '.join(SPECIAL_TOKENS)}). Received: {token!r}")
+            if token in seen:
+                raise ValueError(
+                    f"{where}: duplicate token {token!r}, first seen on line "
+                    f"{seen[token]}; expected each token once.")
+            seen[token] = line_number
+            tokens.append(token)
         if len(tokens) < len(SPECIAL_TOKENS):
             raise ValueError(
                 f"{path}: expected at least the {len(SPECIAL_TOKENS)} special tokens "
