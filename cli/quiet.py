@@ -28,8 +28,8 @@ import threading
 NOISE = re.compile(
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to "
     r"STDERR"
-    r"|[IW]\d{4} [\d:.]+\s+\d+ (cudart_stub|cpu_feature_guard|cuda_executor|cuda_dnn|cuda_fft|"
-    r"cuda_blas|port)\.cc:\d+\] .*"
+    r"|[IWE]\d{4} [\d:.]+\s+\d+ (cudart_stub|cpu_feature_guard|cuda_executor|cuda_platform|"
+    r"cuda_diagnostics|cuda_dnn|cuda_fft|cuda_blas|port)\.cc:\d+\] .*"
     r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate "
     r"compiler flags\.")
 _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"

@@ -15,6 +15,7 @@ Example:
         --vocab reviews_vocab.txt --max-minutes 10
 """
 
+import contextlib
 import os
 import sys
 
@@ -80,7 +81,15 @@ def add_parser(subparsers):
     parser.add_argument("--log-every", type=int, default=50, metavar="N",
                         help="steps between progress lines / TensorBoard points (50)")
     parser.add_argument("--heldout", nargs="+", metavar="GLOB",
-                        help="report held-out perplexity (full softmax) at the end")
+                        help="report held-out perplexity (full softmax) at the end, and "
+                             "every --eval-every steps during training")
+    parser.add_argument("--eval-every", type=int, default=1000, metavar="N",
+                        help="steps between held-out evaluations during training (1000; "
+                             "0: only at the end); each is a log line and TensorBoard "
+                             "scalars heldout_*perplexity")
+    parser.add_argument("--eval-sentences", type=int, default=2000, metavar="K",
+                        help="held-out sentences scored during training: the first K (2000; "
+                             "0: all); the evaluation at the end always scores all")
     parser.set_defaults(run=run)
 
 
@@ -90,9 +99,15 @@ def run(args):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1; received {value}.")
+    for name in ("eval_every", "eval_sentences"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0; received "
+                             f"{getattr(args, name)}.")
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise ValueError(f"--max-minutes must be > 0; received {args.max_minutes}.")
     check_input_files(args)
+    print(f"keras-elmo train {args.model_dir}: loading TensorFlow and reading the corpus ...",
+          flush=True)
 
     from keras_elmo.training import distribute
 
@@ -134,7 +149,13 @@ def _train(args, strategy):
           f"vocabulary {len(vocab):,} ({'sampled' if config.use_sampled_softmax else 'full'} "
           f"softmax), {strategy.num_replicas_in_sync} replica(s)", flush=True)
     trainer = Trainer(config, vocab, model_dir, strategy=strategy, log_every=args.log_every)
-    result = trainer.fit(files, max_steps=args.max_steps, max_minutes=args.max_minutes)
+    with contextlib.ExitStack() as stack:
+        evaluate = None
+        if args.heldout and args.eval_every:
+            evaluate = _periodic_evaluation(stack, trainer, expand_corpus(args.heldout), vocab,
+                                            config, args.eval_sentences)
+        result = trainer.fit(files, max_steps=args.max_steps, max_minutes=args.max_minutes,
+                             evaluate=evaluate, eval_every=args.eval_every)
     if not distribute.is_chief(strategy):
         return 0
     resumed = f", resumed from {os.path.basename(result['resumed_from'])}" \
@@ -158,6 +179,29 @@ def _train(args, strategy):
         print(format_report(evaluate(trainer.model, heldout, vocab, config),
                             " ".join(args.heldout)), flush=True)
     return 0
+
+
+def _periodic_evaluation(stack, trainer, heldout, vocab, config, max_sentences):
+    """A callable scoring the model on the first `max_sentences` held-out sentences (all
+    with 0); the subset is written once to a temporary file that `stack` removes."""
+    import tempfile
+
+    from keras_elmo.evaluation.perplexity import evaluate
+    from keras_elmo.text_files import read_text_lines
+
+    files = heldout
+    if max_sentences:
+        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-eval-"))
+        subset = os.path.join(directory, "heldout_subset.txt")
+        kept = 0
+        with open(subset, "w", encoding="utf-8") as out:
+            for path in heldout:
+                for _, line in read_text_lines(path):
+                    if kept < max_sentences and line.split():
+                        out.write(line + "\n")
+                        kept += 1
+        files = [subset]
+    return lambda: evaluate(trainer.model, files, vocab, config)
 
 
 def _remove_if_only_lock(model_dir):

@@ -182,6 +182,8 @@ def test_noise_pattern_matches_tensorflows_start_up_lines_only():
         "operations.",
         "To enable the following instructions: AVX2 FMA, in other operations, rebuild "
         "TensorFlow with the appropriate compiler flags.",
+        "E0000 00:00:1795451024.700000    3125 cuda_executor.cc:1309] failed call to cuInit: "
+        "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
     ]
     kept = ["keras-elmo embed: error: model directory not found: x",
             "embed: 3/3 sentences (100%) | 5 tokens | 1 tok/s | 0:00:04",

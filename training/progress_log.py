@@ -2,7 +2,7 @@
 
 Every `log_every` steps one line, e.g.
 
-    step 1200 | epoch 1 | loss 4.8123 | ppl 123.0 | 2,410 tok/s | lr 0.2 | 0:05:12
+    step 1200 | epoch 1 | loss 4.8123 | ppl 123.0 | 2,410 tok/s | lr 0.2 | 0:05:12 | 26% of --max-minutes, ETA 0:14:48
 
 (rewritten in place on a terminal, one line each otherwise), and the same figures as
 TensorBoard scalars: `loss`, `perplexity`, `forward_loss`, `backward_loss`, `tokens_per_second`,
@@ -10,7 +10,10 @@ TensorBoard scalars: `loss`, `perplexity`, `forward_loss`, `backward_loss`, `tok
 (`0.5 * (forward + backward)` mean NLL per target token); with the sampled softmax it is the
 sampled estimate, so its `perplexity = exp(loss)` is only indicative: `keras-elmo
 perplexity` gives the exact full-softmax figure. `tokens` count every sentence position,
-`<S>` and `</S>` included.
+`<S>` and `</S>` included. With a `RunPlan` the line ends with the share done of the limit
+reached first and the time left to it. `heldout(step, result)` writes a held-out perplexity
+line and the scalars `heldout_forward_perplexity`, `heldout_backward_perplexity`,
+`heldout_perplexity`.
 
 Example:
 >>> log = ProgressLog(log_every=100, logs_dir=None)
@@ -32,9 +35,10 @@ class ProgressLog:
         log_every: int, steps between reports.
         logs_dir: str or None, TensorBoard directory (None: no scalars).
         stream: text stream of the progress line (stdout).
+        plan: optional `RunPlan` (percentage and ETA on each line).
     """
 
-    def __init__(self, log_every=50, logs_dir=None, stream=None):
+    def __init__(self, log_every=50, logs_dir=None, stream=None, plan=None):
         self.log_every = max(1, int(log_every))
         self.stream = stream or sys.stdout
         self.writer = None
@@ -43,6 +47,8 @@ class ProgressLog:
 
             self.writer = tf.summary.create_file_writer(logs_dir)
         self.start = time.monotonic()
+        self.plan = plan
+        self.epoch, self.epoch_tokens, self.run_tokens = None, 0, 0
         self._reset()
         self.last = None
         self.history = []  # every report's figures, in order
@@ -62,6 +68,10 @@ class ProgressLog:
         self.tokens += int(tokens)
         self.norm += float(gradient_norm)
         self.steps += 1
+        if epoch != self.epoch:
+            self.epoch, self.epoch_tokens = epoch, 0
+        self.epoch_tokens += int(tokens)
+        self.run_tokens += int(tokens)
         if step % self.log_every == 0:
             self.report(step, epoch, learning_rate)
 
@@ -81,22 +91,42 @@ class ProgressLog:
         line = (f"step {step} | epoch {epoch + 1} | loss {loss:.4f} | "
                 f"ppl {figures['perplexity']:.1f} | {figures['tokens_per_second']:,.0f} tok/s | "
                 f"lr {figures['learning_rate']:g} | {format_clock(time.monotonic() - self.start)}")
+        if self.plan is not None and not final:
+            where = self.plan.describe(step, epoch, self.epoch_tokens, self.run_tokens,
+                                       time.monotonic() - self.start)
+            line += f" | {where}" if where else ""
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.stream.write(("\r" + line + " " * 4) if tty and not final else line + "\n")
         self.stream.flush()
-        if self.writer is not None:
-            import tensorflow as tf
-
-            with self.writer.as_default(step=step):
-                for name, value in figures.items():
-                    # = tf.summary.scalar, which needs the tensorboard package
-                    tf.summary.write(name, tf.constant(value, tf.float32),
-                                     metadata=_scalar_metadata())
-            self.writer.flush()
+        self._scalars(step, figures)
         self.last = dict(figures, step=step)
         self.history.append(self.last)
         self._reset()
         return self.last
+
+    def heldout(self, step, result):
+        """Writes a held-out line and scalars from `keras_elmo.evaluation.perplexity.evaluate`."""
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.stream.write(("\n" if tty else "") + f"step {step} | held-out perplexity: "
+                          f"forward {result['forward']:.1f} | backward {result['backward']:.1f}"
+                          f" | average {result['average']:.1f} ({result['sentences']:,} "
+                          "sentences)\n")
+        self.stream.flush()
+        self._scalars(step, {"heldout_forward_perplexity": result["forward"],
+                             "heldout_backward_perplexity": result["backward"],
+                             "heldout_perplexity": result["average"]})
+
+    def _scalars(self, step, figures):
+        if self.writer is None:
+            return
+        import tensorflow as tf
+
+        with self.writer.as_default(step=step):
+            for name, value in figures.items():
+                # = tf.summary.scalar, which needs the tensorboard package
+                tf.summary.write(name, tf.constant(value, tf.float32),
+                                 metadata=_scalar_metadata())
+        self.writer.flush()
 
     def close(self):
         if self.writer is not None:

@@ -50,6 +50,7 @@ from keras_elmo.training.divergence import TrainingDivergedError, check_step, ch
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
 from keras_elmo.training.progress_log import ProgressLog
+from keras_elmo.training.run_plan import RunPlan
 from keras_elmo.training.stop_signals import StopSignals
 
 _SUM = tf.distribute.ReduceOp.SUM
@@ -165,12 +166,20 @@ class Trainer:
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
     # --- the loop ------------------------------------------------------------------------
-    def fit(self, files, max_steps=None, max_minutes=None):
+    def fit(self, files, max_steps=None, max_minutes=None, evaluate=None, eval_every=None):
         """Trains until `n_epochs` are done, `step == max_steps` or `max_minutes` passed.
 
         Resumes from the newest checkpoint of the model directory if there is one. Saves a
         checkpoint every `checkpoint_every_steps` steps and at the end (a SIGINT/SIGTERM
         ends the run early, after its current step, the same way).
+
+        Args:
+            files: list of str, the training corpus files.
+            max_steps: int or None, the global step to stop at.
+            max_minutes: float or None, minutes of this run (evaluations included).
+            evaluate: optional callable -> dict (`evaluation.perplexity.evaluate`'s), run
+                every `eval_every` steps and logged (line and TensorBoard scalars).
+            eval_every: int or None, steps between evaluations.
 
         Raises:
             TrainingDivergedError: a non-finite loss, gradient norm or weight (naming the
@@ -190,8 +199,13 @@ class Trainer:
             from keras_elmo.training.warm_start import warm_start
 
             warm_started = warm_start(self.model, self.config.init_from, self.vocab)
+        plan = RunPlan(int(self.step.numpy()), max_steps, max_minutes, self.config.n_epochs,
+                       self.config.n_train_tokens)
         log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,
-                          self.stream)
+                          self.stream, plan=plan)
+        if self.chief:
+            print(f"step {int(self.step.numpy())}: tracing the training step (the first step "
+                  "takes longer)", file=self.stream, flush=True)
         start = time.monotonic()
         replicas = self.strategy.num_replicas_in_sync
         every = self.config.checkpoint_every_steps
@@ -214,6 +228,8 @@ class Trainer:
                                float(norm))
                     if step % every == 0:
                         self.save()
+                    if evaluate is not None and eval_every and step % eval_every == 0:
+                        log.heldout(step, evaluate())
                     if distribute.all_agree(self.strategy, signals.signum is not None):
                         stopped = signals.name or "SIGTERM"  # another task got the signal
                         break
