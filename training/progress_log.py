@@ -104,8 +104,10 @@ class ProgressLog:
         self._reset()
         return self.last
 
-    def heldout(self, step, result):
-        """Writes a held-out line and scalars from `keras_elmo.evaluation.perplexity.evaluate`."""
+    def heldout(self, step, result, seconds=0.0):
+        """Writes a held-out line and scalars from `keras_elmo.evaluation.perplexity.evaluate`;
+        the `seconds` it took are left out of the next line's tokens/s."""
+        self.interval_start += seconds
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.stream.write(("\n" if tty else "") + f"step {step} | held-out perplexity: "
                           f"forward {result['forward']:.1f} | backward {result['backward']:.1f}"

@@ -229,7 +229,9 @@ class Trainer:
                     if step % every == 0:
                         self.save()
                     if evaluate is not None and eval_every and step % eval_every == 0:
-                        log.heldout(step, evaluate())
+                        began = time.monotonic()
+                        result = evaluate()
+                        log.heldout(step, result, seconds=time.monotonic() - began)
                     if distribute.all_agree(self.strategy, signals.signum is not None):
                         stopped = signals.name or "SIGTERM"  # another task got the signal
                         break
