@@ -3,17 +3,22 @@
 Example:
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --mixed --batch-size 32
+    keras-elmo embed runs/pd_raw_jieba raw_chinese.txt elmo.hdf5   # jieba: the model's own
 """
 
 import os
+
+from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
 def add_parser(subparsers):
     """Registers `embed` (no heavy imports here)."""
     parser = subparsers.add_parser(
         "embed", help="write the ELMo vectors of a text file to HDF5 (AllenNLP layout)",
-        description="Reads one tokenised sentence per line (UTF-8, tokens separated by "
-                    "whitespace) and writes one dataset per line, named by its 0-based index: "
+        description="Reads one sentence per line (UTF-8), tokenised by --tokenizer (by "
+                    "default as MODEL_DIR was trained: tokens separated by whitespace, or raw "
+                    "Chinese for a jieba model), and writes one dataset per line, named by its "
+                    "0-based index: "
                     "float32 (L+1, n_tokens, 2*projection_dim), or (n_tokens, "
                     "2*projection_dim) with --mixed; plus 'sentence_to_index', one JSON "
                     "string mapping each line's text to its key (a repeated sentence maps to "
@@ -21,8 +26,7 @@ def add_parser(subparsers):
                     "streamed; the output appears only when complete.")
     parser.add_argument("model_dir", metavar="MODEL_DIR",
                         help="directory with options.json and weights.hdf5")
-    parser.add_argument("input", metavar="INPUT", help="text file, one tokenised sentence "
-                                                       "per line")
+    parser.add_argument("input", metavar="INPUT", help="text file, one sentence per line")
     parser.add_argument("output", metavar="OUTPUT.hdf5", help="HDF5 file to write (replaced)")
     parser.add_argument("--mixed", action="store_true",
                         help="write only the mixed vector per token: gamma * sum_j "
@@ -42,6 +46,7 @@ def add_parser(subparsers):
     parser.add_argument("--forget-sentences", action="store_true",
                         help="do not write sentence_to_index (saves its memory at the end)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run)
 
 
@@ -57,6 +62,7 @@ def run(args):
     # One clear line for a bad MODEL_DIR, before loading TF.
     _, _, found_mix = find_model_files(args.model_dir)
     check_paths(args.input, args.output)
+    tokenizer = resolve_tokenizer(args, args.model_dir)
     mix_file = args.mix_weights
     if mix_file is None and args.mixed:
         mix_file = found_mix
@@ -79,7 +85,7 @@ def run(args):
     stats = embed_file(bilm, args.input, args.output, batch_size=args.batch_size,
                        output=output, mix_file=mix_file, token_cache=cache,
                        keep_sentence_index=not args.forget_sentences,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, tokenizer=tokenizer)
     shape = "(" + ", ".join(str(d) for d in stats["shape"]) + ")"
     index = ("no sentence_to_index" if stats["distinct_sentences"] is None else
              f"sentence_to_index of {stats['distinct_sentences']:,} distinct sentences")
@@ -88,6 +94,6 @@ def run(args):
               "char-CNN fallbacks" if cache else "")
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
     print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {mix}, "
-          f"{stats['tokens']:,} tokens, {stats['empty_lines']:,} empty lines, {index}; "
+          f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, {index}; "
           f"{stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
     return 0
