@@ -44,9 +44,9 @@ def run(args):
     os.makedirs(directory, exist_ok=True)
     vocabulary.save(args.out)
     total = sum(counts.values())
+    by = "" if tokenizer == "whitespace" else f", tokenizer {tokenizer}"
     covered = sum(counts[token] for token in vocabulary.tokens if token in counts)
     coverage = covered / total if total else 0.0
     print(f"wrote {args.out}: {len(vocabulary)} tokens (3 special) from {len(counts)} distinct "
-          f"in {total} training tokens ({len(paths)} file(s), tokenizer {tokenizer}); covers "
-          f"{coverage:.2%}")
+          f"in {total} training tokens ({len(paths)} file(s){by}); covers {coverage:.2%}")
     return 0
