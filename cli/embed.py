@@ -94,6 +94,6 @@ def run(args):
               "char-CNN fallbacks" if cache else "")
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
     print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {mix}, "
-          f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, {index}; "
-          f"{stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
+          f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, "
+          f"{index}; {stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
     return 0
