@@ -95,14 +95,17 @@ def segment(line, name):
 
 
 def model_tokenizer(model_dir):
-    """The tokeniser of a model directory's options.json (`"whitespace"` when it names none).
+    """The tokeniser of a model directory's options.json, or of an options file given by path
+    (`"whitespace"` when it names none or there is none).
 
     A published model (bilm-tf options) has no `"tokenizer"`: its inputs are pre-tokenised.
 
     Raises:
         ValueError: options.json is not JSON or names an unknown tokeniser.
     """
-    path = os.path.join(os.fspath(model_dir), "options.json")
+    path = os.fspath(model_dir)
+    if not os.path.isfile(path):
+        path = os.path.join(path, "options.json")
     if not os.path.isfile(path):
         return DEFAULT_TOKENIZER
     try:

@@ -36,3 +36,21 @@ def test_the_documented_jieba_client_runs_and_its_tokens_are_jieba_words(tmp_pat
     # Unsegmented, `default` sees one token per sentence: what the section warns about.
     raw = namespace["elmo"].signatures["default"](text=tf.constant(namespace["raw"]))
     assert raw["tokens"].shape == (2, 1)
+
+
+@pytest.mark.slow
+def test_export_of_a_jieba_model_says_to_segment_first(tmp_path, capsys):
+    import json
+
+    from keras_elmo.cli.main import main
+
+    options, _ = make_model_dir(str(tmp_path / "model"))
+    with open(options, encoding="utf-8") as handle:
+        data = json.load(handle)
+    with open(options, "w", encoding="utf-8") as handle:
+        json.dump(dict(data, tokenizer="jieba"), handle)
+    assert main(["export", str(tmp_path / "model"), str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("note: the model was trained with --tokenizer jieba; the "
+                                "`default` signature splits on whitespace only")
+    assert SECTION[3:] in lines[-1]

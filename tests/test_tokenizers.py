@@ -90,6 +90,7 @@ def test_model_tokenizer_is_the_default(tmp_path):
     assert resolve_tokenizer(None, tmp_path) == "jieba"
     assert resolve_tokenizer("whitespace", tmp_path) == "whitespace"  # the flag wins
     assert resolve_tokenizer(None) == "whitespace"
+    assert model_tokenizer(options) == "jieba"  # the options file itself
     options.write_text(json.dumps({"tokenizer": "chars"}))
     with pytest.raises(ValueError, match=r"names tokenizer 'chars'; expected one of"):
         model_tokenizer(tmp_path)
