@@ -7,6 +7,8 @@ forward ppl, backward ppl, average ppl, train tokens, heldout tokens, seconds.
 Example:
     python benchmarks/ngram_baseline.py --train data/pd/train.txt \
         --heldout data/pd/heldout.txt --vocab data/pd/vocab.txt
+    python benchmarks/ngram_baseline.py --train raw/train.txt --heldout raw/heldout.txt \
+        --vocab raw/vocab.txt --tokenizer jieba     # raw Chinese, segmented as the biLM's
 """
 
 import argparse
@@ -17,6 +19,7 @@ import sys
 from keras_elmo.training.corpus import expand_corpus  # noqa: E402
 from keras_elmo.evaluation.ngram_baseline import evaluate_baseline  # noqa: E402
 from keras_elmo.training.vocabulary import Vocabulary  # noqa: E402
+from keras_elmo.tokenizers import TOKENIZERS  # noqa: E402
 
 
 def main(argv=None):
@@ -26,11 +29,14 @@ def main(argv=None):
     parser.add_argument("--vocab", required=True, help="vocabulary file (<S>, </S>, <UNK> first)")
     parser.add_argument("--discount", type=float, default=None,
                         help="one fixed discount in (0, 1] (default: modified KN, estimated)")
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default="whitespace",
+                        help="how lines become tokens: the biLM's own (default whitespace)")
     args = parser.parse_args(argv)
     try:
         vocabulary = Vocabulary.load(args.vocab)
         results = evaluate_baseline(expand_corpus(args.train), expand_corpus(args.heldout),
-                                    vocabulary, discount=args.discount)
+                                    vocabulary, discount=args.discount,
+                                    tokenizer=args.tokenizer)
     except (ValueError, OSError) as error:
         print(f"ngram_baseline: error: {error}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ The flags of `allennlp elmo` work as there (`--all`, `--top`, `--average`,
 Example:
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --average --batch-size 32
+    keras-elmo embed runs/pd_raw_jieba raw_chinese.txt elmo.hdf5   # jieba: the model's own
     keras-elmo embed sentences.txt elmo.hdf5 --all \\
         --options-file elmo_2x4096_512_2048cnn_2xhighway_options.json \\
         --weight-file elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5
@@ -15,24 +16,25 @@ Example:
 import os
 
 from keras_elmo.cli.model_args import add_model_arguments, model_files
+from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
 def add_parser(subparsers):
     """Registers `embed` (no heavy imports here)."""
     parser = subparsers.add_parser(
         "embed", help="write the ELMo vectors of a text file to HDF5 (AllenNLP layout)",
-        description="Reads one tokenised sentence per line (UTF-8, tokens separated by "
-                    "whitespace) and writes one dataset per line, named by its 0-based index "
-                    "(or by the sentence with --use-sentence-keys): float32 (L+1, n_tokens, "
-                    "2*projection_dim) with --all (the default), (n_tokens, "
+        description="Reads one sentence per line (UTF-8), tokenised by --tokenizer (by "
+                    "default as the model was trained: tokens separated by whitespace, or raw "
+                    "Chinese for a jieba model), and writes one dataset per line, named by its "
+                    "0-based index (or by the sentence with --use-sentence-keys): float32 "
+                    "(L+1, n_tokens, 2*projection_dim) with --all (the default), (n_tokens, "
                     "2*projection_dim) with --top, --average or --mixed; plus "
                     "'sentence_to_index', one JSON string mapping each line's text to its key "
                     "(a repeated sentence maps to its last line). An empty line gives a "
                     "zero-length dataset. The file is streamed; the output appears only when "
                     "complete.")
     add_model_arguments(parser)
-    parser.add_argument("input", metavar="INPUT", help="text file, one tokenised sentence "
-                                                       "per line")
+    parser.add_argument("input", metavar="INPUT", help="text file, one sentence per line")
     parser.add_argument("output", metavar="OUTPUT.hdf5", help="HDF5 file to write (replaced)")
     layers = parser.add_mutually_exclusive_group()
     layers.add_argument("--all", dest="output_format", action="store_const", const="all",
@@ -64,6 +66,7 @@ def add_parser(subparsers):
                         help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
                              "TensorFlow loads; -1 runs on the CPU")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run, output_format=None)
 
 
@@ -84,6 +87,7 @@ def run(args):
     from keras_elmo.text_files import check_utf8
 
     check_utf8([args.input])  # the one UTF-8 policy: file and line named, before any work
+    tokenizer = resolve_tokenizer(args, options_file)
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
     mix_file = args.mix_weights or (found_mix if output_format == "mixed" else None)
@@ -98,7 +102,8 @@ def run(args):
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
-                            batch_size=args.batch_size, token_cache=vocab or False)
+                            batch_size=args.batch_size, token_cache=vocab or False,
+                            tokenizer=tokenizer)
     stats = embedder.embed_file(args.input, args.output, output_format=output_format,
                                 forget_sentences=args.forget_sentences,
                                 use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,
@@ -113,6 +118,6 @@ def run(args):
               "char-CNN fallbacks" if cache else "")
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
     print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {layers}, "
-          f"{stats['tokens']:,} tokens, {stats['empty_lines']:,} empty lines, {index}; "
-          f"{stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
+          f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, "
+          f"{index}; {stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
     return 0

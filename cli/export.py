@@ -67,4 +67,11 @@ def run(args):
     print(f"wrote SavedModel {path} ({size / 2**20:.1f} MB, {seconds:.1f} s); signatures: "
           f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}; "
           f"trainable: {'mix and biLM' if args.trainable_bilm else 'mix only'}")
+    from keras_elmo.tokenizers import model_tokenizer
+
+    tokenizer = model_tokenizer(options_file)
+    if tokenizer != "whitespace":  # the `default` signature splits on whitespace only
+        print(f"note: the model was trained with --tokenizer {tokenizer}; the `default` "
+              "signature splits on whitespace only: segment text the same way before it "
+              "(docs/serving.md, \"Chinese and other text without spaces between words\")")
     return 0

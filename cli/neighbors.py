@@ -5,28 +5,31 @@ Example:
         "他 会 说 英语 。" --word 会
     keras-elmo neighbors "他 会 说 英语 。" --word 会 --corpus heldout.txt \\
         --options my_options.json --weights my_weights.hdf5
+    keras-elmo neighbors runs/pd_raw_jieba --corpus raw_heldout.txt "他会说英语。" --word 会
 """
 
 import os
 
 from keras_elmo.cli.model_args import add_model_arguments, model_files
+from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
 def add_parser(subparsers):
     """Registers `neighbors` (no heavy imports here)."""
     parser = subparsers.add_parser(
         "neighbors", help="nearest tokens-in-context to a word in a sentence (paper Table 4)",
-        description="Embeds SENTENCE (tokenised like the corpus: tokens separated by "
-                    "spaces) and every sentence of --corpus, and lists the corpus tokens "
+        description="Embeds SENTENCE and every sentence of --corpus (both tokenised by "
+                    "--tokenizer, by default as MODEL_DIR was trained), and lists the corpus tokens "
                     "whose vectors in --layer are nearest (cosine) to WORD's in SENTENCE; "
                     "then, for contrast, the corpus types nearest to WORD by layer 0 (the "
                     "context-free char-CNN layer), which are the same in every sentence.")
     add_model_arguments(parser)
-    parser.add_argument("sentence", metavar="SENTENCE", help="the query sentence, tokenised")
+    parser.add_argument("sentence", metavar="SENTENCE",
+                        help="the query sentence (raw text under jieba)")
     parser.add_argument("--corpus", required=True, metavar="FILE",
-                        help="text file, one tokenised sentence per line")
+                        help="text file, one sentence per line")
     parser.add_argument("--word", required=True, metavar="WORD",
-                        help="the query word (one of SENTENCE's tokens)")
+                        help="the query word (one of SENTENCE's tokens after --tokenizer)")
     parser.add_argument("--occurrence", type=int, default=1, metavar="N",
                         help="which occurrence of WORD in SENTENCE (default 1)")
     parser.add_argument("--layer", type=int, default=None, metavar="J",
@@ -43,6 +46,7 @@ def add_parser(subparsers):
     parser.add_argument("--vocab", metavar="FILE",
                         help="token cache vocabulary (default: MODEL_DIR/vocab.txt if present)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run)
 
 
@@ -71,9 +75,11 @@ def run(args):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")
     from keras_elmo.text_files import check_utf8
+    from keras_elmo.tokenizers import tokenize
 
     check_utf8([args.corpus])  # the one UTF-8 policy: file and line named, before any work
-    tokens = args.sentence.split()
+    tokenizer = resolve_tokenizer(args, options_file)
+    tokens = tokenize([args.sentence], tokenizer)[0]
     find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
     vocab = args.vocab or found_vocab
     if vocab is not None and not os.path.isfile(vocab):
@@ -88,9 +94,11 @@ def run(args):
     result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,
                             k=args.top, occurrence=args.occurrence,
                             batch_size=args.batch_size, max_sentences=args.max_sentences,
-                            token_cache=cache, progress=not args.no_progress)
+                            token_cache=cache, progress=not args.no_progress,
+                            tokenizer=tokenizer)
     top = bilm.num_output_layers - 1
-    print(f"query: {_excerpt(tokens, result['position'], len(tokens))}")
+    print(f"query: {_excerpt(tokens, result['position'], len(tokens))}"
+          + ("" if tokenizer == "whitespace" else f"  (tokenizer {tokenizer})"))
     print(f"corpus: {args.corpus}: {result['corpus_sentences']:,} sentences, "
           f"{result['corpus_tokens']:,} tokens, {result['corpus_types']:,} types")
     print(f"\nnearest tokens in context (cosine, biLM layer {result['layer']} of 0..{top}):")

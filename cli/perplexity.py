@@ -3,12 +3,17 @@
 Prints the forward, backward and average perplexity (exp of the mean NLL per target; the
 `</S>` / `<S>` targets of every sentence are included, see `keras_elmo.evaluation.perplexity`).
 
+Held-out lines are tokenised as MODEL_DIR was trained (its options.json `tokenizer`; raw
+Chinese under jieba) unless `--tokenizer` says otherwise.
+
 Example:
     keras-elmo perplexity runs/small --heldout data/people_daily/heldout.txt
 """
 
 import json
 import os
+
+from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
 def add_parser(subparsers):
@@ -21,6 +26,7 @@ def add_parser(subparsers):
     parser.add_argument("--heldout", required=True, nargs="+", metavar="GLOB",
                         help="held-out files, one sentence per line (quote globs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run)
 
 
@@ -36,8 +42,9 @@ def run(args):
     if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)):
         raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
                                 "expected the directory of a `keras-elmo train` run.")
+    tokenizer = resolve_tokenizer(args, args.model_dir)
     from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report
-    result = evaluate_model_dir(args.model_dir, files)
+    result = evaluate_model_dir(args.model_dir, files, tokenizer)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:

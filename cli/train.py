@@ -19,8 +19,12 @@ import contextlib
 import os
 import sys
 
+from keras_elmo.cli.tokenizer_option import TOKENIZER_HELP
+from keras_elmo.tokenizers import TOKENIZERS, resolve_tokenizer
+
 #: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
 _SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
 #: Flag -> config key of the options that override the preset / JSON.
 _FLAGS = {
     "batch_tokens": ("--batch-tokens", int, "token budget of a batch per replica (boundaries incl.)"),
@@ -35,8 +39,9 @@ _FLAGS = {
     "learning_rate": ("--learning-rate", float, "learning rate (Adagrad 0.2 published)"),
     "all_clip_norm_val": ("--clip-norm", float, "clip of the global gradient norm (10.0)"),
     "n_epochs": ("--epochs", int, "passes over the corpus"),
-    "tokenizer": ("--tokenizer", str, "whitespace (pre-tokenised lines, default) or "
-                  "unicode-script (raw text, tensorflow-text UnicodeScriptTokenizer)"),
+    "tokenizer": ("--tokenizer", str, "how lines become tokens (default whitespace; saved "
+                  "in options.json, the default of later commands on MODEL_DIR). "
+                  + TOKENIZER_HELP),
     "seed": ("--seed", int, "shuffling seed"),
     "shuffle_buffer": ("--shuffle-buffer", int, "sentences in the shuffle buffer"),
     "checkpoint_every_steps": ("--checkpoint-every", int, "steps between checkpoints"),
@@ -70,7 +75,7 @@ def add_parser(subparsers):
     parser.add_argument("--config", metavar="JSON",
                         help="options.json-shaped file (may be partial) over the preset")
     for key, (flag, kind, help_text) in _FLAGS.items():
-        choices = {"tokenizer": ("whitespace", "unicode-script"),
+        choices = {"tokenizer": TOKENIZERS,
                    "optimizer": ("adagrad", "adam")}.get(key)
         parser.add_argument(flag, dest=key, type=kind, choices=choices,
                             metavar=None if choices else kind.__name__.upper(), help=help_text)
@@ -238,6 +243,8 @@ def check_input_files(args):
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{flag} {path}: no such file.")
     new_run = not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE))
+    # jieba missing: one line now, not after TensorFlow loaded (a resume uses the saved one).
+    resolve_tokenizer(args.tokenizer, args.model_dir)
     if args.init_from and new_run:  # a resume refuses a different one with its own message
         try:
             find_model_files(args.init_from)

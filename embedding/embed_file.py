@@ -1,6 +1,7 @@
 """ELMo vectors of a text file written to HDF5, in the layout of AllenNLP's `elmo` command.
 
-Input: UTF-8 text, one tokenised sentence per line (tokens separated by whitespace).
+Input: UTF-8 text, one sentence per line, tokenised by `tokenizer` (`keras_elmo.tokenizers`:
+tokens separated by whitespace by default; raw Chinese with `"jieba"`).
 Output (HDF5):
 - one dataset per line, named by the line's 0-based index as a string (`"0"`, `"1"`, ...),
   or by the sentence itself with `use_sentence_keys` (AllenNLP's `--use-sentence-keys`);
@@ -50,8 +51,9 @@ import numpy as np
 
 from keras_elmo.atomic_file import atomic_path
 from keras_elmo.embedding.bilm_runner import BiLMRunner
-from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines
+from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
 from keras_elmo.progress import Progress
+from keras_elmo.tokenizers import check_tokenizer
 
 OUTPUTS = ("all", "top", "mixed")
 SENTENCE_INDEX = "sentence_to_index"
@@ -96,7 +98,7 @@ class _SentenceIndex:
 
 def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_file=None,
                token_cache=None, keep_sentence_index=True, use_sentence_keys=False,
-               progress=True):
+               progress=True, tokenizer="whitespace"):
     """Writes the ELMo vectors of every line of `input_path` to `output_path` (HDF5).
 
     Args:
@@ -111,6 +113,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         keep_sentence_index: write `sentence_to_index` (True; never with sentence keys).
         use_sentence_keys: bool, name each dataset by its sentence instead of its line.
         progress: bool, the progress line on stderr (or a `Progress`).
+        tokenizer: how a line becomes tokens, a name of `keras_elmo.tokenizers.TOKENIZERS`
+            (the model's own, for the vectors to mean what they did in training).
 
     Returns:
         dict: `sentences`, `tokens`, `empty_lines`, `distinct_sentences` (None without the
@@ -122,6 +126,7 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         raise ValueError("a mix weights file is used only with output='mixed'; received "
                          f"output={output!r}.")
     check_paths(input_path, output_path)
+    check_tokenizer(tokenizer)
     runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size)
     mix = sentence_mix(runner.num_output_layers, mix_file) if output == "mixed" else None
     if not isinstance(progress, Progress):
@@ -138,7 +143,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                 stack.callback(index.close)
             out = stack.enter_context(h5py.File(tmp_path, "w"))
             texts = {}
-            keyed = ((key, _remember(texts, key, text)) for key, text in read_lines(input_path))
+            keyed = ((key, _remember(texts, key, text, tokens)) for key, text, tokens
+                     in tokenized_lines(read_lines(input_path), tokenizer))
             for keys, sentences, layers in runner.iter_batches(keyed):
                 for row, (key, tokens) in enumerate(zip(keys, sentences)):
                     vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
@@ -185,7 +191,7 @@ def _sentence_key(text, path, line_index):
     return text
 
 
-def _remember(texts, key, text):
+def _remember(texts, key, text, tokens):
     """Keeps the line's stripped text until its batch is written; returns its tokens."""
     texts[key] = text.strip()
-    return text.split()
+    return tokens

@@ -24,6 +24,7 @@ import itertools
 import numpy as np
 
 from keras_elmo.model_files import resolve_model_files
+from keras_elmo.tokenizers import resolve_tokenizer, tokenize
 
 #: `output_format` of `embed_file` (AllenNLP's names) -> `embed_file`'s `output`.
 OUTPUT_FORMATS = {"all": "all", "top": "top", "average": "mixed", "mixed": "mixed"}
@@ -43,6 +44,9 @@ class ElmoEmbedder:
         token_cache: True: use `MODEL_DIR/vocab.txt` as a token cache when present (the
             char CNN runs once per vocabulary token; same numbers); False: no cache; or the
             path of a one-token-per-line vocabulary.
+        tokenizer: how a string sentence or a file's line becomes tokens, a name of
+            `keras_elmo.tokenizers.TOKENIZERS`; None: the one the model was trained with
+            (its options.json), else whitespace. Token lists are used as given.
 
     Raises:
         ValueError / FileNotFoundError: a wrong combination of arguments or a missing file
@@ -50,10 +54,11 @@ class ElmoEmbedder:
     """
 
     def __init__(self, model_dir=None, options_file=None, weight_file=None, batch_size=64,
-                 token_cache=True):
+                 token_cache=True, tokenizer=None):
         options_file, weight_file, self.mix_file, vocab = resolve_model_files(
             model_dir, options_file, weight_file)
         self.batch_size = _check_batch_size(batch_size)
+        self.tokenizer = resolve_tokenizer(tokenizer, options_file)
         from keras_elmo.bilm import BiLM
         from keras_elmo.embedding.loaders import load_token_cache
 
@@ -85,8 +90,8 @@ class ElmoEmbedder:
         """Yields float32 `(L + 1, n, 2P)` per sentence, in the input's order.
 
         Args:
-            sentences: iterable of token lists, or of strings (split on whitespace, like
-                the lines of a file); read lazily.
+            sentences: iterable of token lists, or of strings (tokenised by the embedder's
+                tokenizer, like the lines of a file); read lazily.
             batch_size: int, sentences per biLM call (default: the embedder's).
 
         Sentences are batched by length internally, a few batches at a time.
@@ -96,8 +101,7 @@ class ElmoEmbedder:
         iterator = iter(sentences)
         offset = 0
         while True:
-            chunk = [_tokens(item, offset + i) for i, item in
-                     enumerate(itertools.islice(iterator, window))]
+            chunk = self._token_lists(itertools.islice(iterator, window), offset)
             if not chunk:
                 return
             results = [None] * len(chunk)
@@ -136,7 +140,19 @@ class ElmoEmbedder:
                           mix_file=mix_file if output_format == "mixed" else None,
                           token_cache=self.token_cache,
                           keep_sentence_index=not forget_sentences,
-                          use_sentence_keys=use_sentence_keys, progress=progress)
+                          use_sentence_keys=use_sentence_keys, progress=progress,
+                          tokenizer=self.tokenizer)
+
+    def _token_lists(self, items, offset):
+        """Token lists of a chunk of sentences; strings go through the tokenizer together."""
+        items = list(items)
+        texts = [i for i, item in enumerate(items) if isinstance(item, str)]
+        tokens = [_tokens(item, offset + i) if not isinstance(item, str) else None
+                  for i, item in enumerate(items)]
+        if texts:
+            for i, found in zip(texts, tokenize([items[i] for i in texts], self.tokenizer)):
+                tokens[i] = list(found)
+        return tokens
 
     def _runner(self, batch_size):
         from keras_elmo.embedding.bilm_runner import BiLMRunner
@@ -155,9 +171,7 @@ def _check_batch_size(batch_size):
 
 
 def _tokens(item, index):
-    """A sentence as a list of str tokens (a str is split on whitespace)."""
-    if isinstance(item, str):
-        return item.split()
+    """A token-list sentence, checked."""
     if isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
         bad = [t for t in item if not t or t != t.strip() or len(t.split()) != 1]
         if bad:

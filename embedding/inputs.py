@@ -4,13 +4,17 @@ that a bad path or argument costs one clear line and no model loading).
 Example:
 >>> check_paths("sentences.txt", "out/elmo.hdf5")  # doctest: +SKIP
 >>> for index, text in read_lines("sentences.txt"): ...  # doctest: +SKIP
+>>> list(tokenized_lines([(0, "a b"), (1, "")], "whitespace"))
+[(0, 'a b', ['a', 'b']), (1, '', [])]
 >>> find_word(["他", "会", "说"], "会")
 1
 """
 
+import itertools
 import os
 
 from keras_elmo.text_files import read_text_lines
+from keras_elmo.tokenizers import tokenize
 
 
 def count_lines(path):
@@ -32,6 +36,18 @@ def read_lines(path):
     """
     for line_number, text in read_text_lines(path):
         yield line_number - 1, text
+
+
+def tokenized_lines(lines, tokenizer="whitespace", lines_per_call=256):
+    """Yields `(index, text, tokens)` for `(index, text)` pairs, tokenised by `tokenizer`
+    (`keras_elmo.tokenizers`: whitespace, unicode-script or jieba), a batch at a time."""
+    lines = iter(lines)
+    while True:
+        batch = list(itertools.islice(lines, lines_per_call))
+        if not batch:
+            return
+        for (index, text), tokens in zip(batch, tokenize([t for _, t in batch], tokenizer)):
+            yield index, text, tokens
 
 
 def check_paths(input_path, output_path):
@@ -64,5 +80,5 @@ def find_word(tokens, word, occurrence=1):
         found = f"occurs {len(positions)} time(s)" if positions else "does not occur"
         raise ValueError(f"the word {word!r} {found} in the sentence (occurrence "
                          f"{occurrence} asked for); its tokens are {tokens}. The sentence "
-                         "must be tokenised like the corpus (tokens separated by spaces).")
+                         "must be tokenised like the corpus (see --tokenizer).")
     return positions[occurrence - 1]

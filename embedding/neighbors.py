@@ -20,12 +20,14 @@ Example:
 
 import collections
 import heapq
+import itertools
 
 import numpy as np
 
 from keras_elmo.embedding.bilm_runner import BiLMRunner
-from keras_elmo.embedding.inputs import find_word, read_lines  # noqa: F401 (find_word re-exported)
+from keras_elmo.embedding.inputs import find_word, read_lines, tokenized_lines  # noqa: F401
 from keras_elmo.progress import Progress
+from keras_elmo.tokenizers import check_tokenizer, tokenize
 
 #: One contextual neighbour: cosine, 1-based corpus line, 0-based token position, tokens.
 Neighbor = collections.namedtuple("Neighbor", "score line_number position tokens")
@@ -40,13 +42,14 @@ def _unit(vectors):
 
 
 def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurrence=1,
-                   batch_size=64, max_sentences=None, token_cache=None, progress=False):
+                   batch_size=64, max_sentences=None, token_cache=None, progress=False,
+                   tokenizer="whitespace"):
     """Contextual neighbours (layer `layer`) and type neighbours (layer 0) of a query word.
 
     Args:
         bilm: a stateless `keras_elmo.BiLM`.
-        corpus_path: UTF-8 text, one tokenised sentence per line.
-        sentence: the query sentence, tokenised (a str split on whitespace, or a list).
+        corpus_path: UTF-8 text, one sentence per line, tokenised by `tokenizer`.
+        sentence: the query sentence: a str tokenised by `tokenizer`, or a list of tokens.
         word: the query token (must be one of the sentence's tokens).
         layer: int in [0, L], the biLM layer compared for contextual neighbours (None: L).
         k: int >= 1, neighbours per list.
@@ -55,13 +58,17 @@ def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurren
         max_sentences: read only the corpus' first lines (None: all).
         token_cache: optional `TokenEmbeddingCache` of `bilm`.
         progress: bool, the progress line on stderr.
+        tokenizer: how the query and corpus lines become tokens
+            (`keras_elmo.tokenizers.TOKENIZERS`; the model's own). Under `"jieba"` raw
+            Chinese is segmented, and `word` must be one of the query's segmented tokens.
 
     Returns:
         dict: `"contextual"` list of `Neighbor`, `"types"` list of `TypeNeighbor` (best
         first), `"layer"`, `"position"` (of the query word), `"tokens"` (the sentence),
         `"corpus_sentences"`, `"corpus_tokens"`, `"corpus_types"`.
     """
-    tokens = sentence.split() if isinstance(sentence, str) else list(sentence)
+    check_tokenizer(tokenizer)
+    tokens = tokenize([sentence], tokenizer)[0] if isinstance(sentence, str) else list(sentence)
     num_layers = bilm.num_output_layers
     layer = num_layers - 1 if layer is None else layer
     if not isinstance(layer, int) or not 0 <= layer < num_layers:
@@ -82,8 +89,8 @@ def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurren
     counts = collections.Counter()
     meter = Progress(None, label="neighbors", enabled=bool(progress))
     lines = read_lines(corpus_path)
-    keyed = ((index, text.split()) for index, text in lines
-             if max_sentences is None or index < max_sentences)
+    keyed = ((index, sentence_tokens) for index, _, sentence_tokens
+             in tokenized_lines(itertools.islice(lines, max_sentences), tokenizer))
     num_sentences = 0
     for keys, sentences, layers in runner.iter_batches(keyed):
         lengths = np.array([len(s) for s in sentences])

@@ -174,11 +174,12 @@ def _lookup(sorted_keys, queries):
     return position, sorted_keys[position] == queries
 
 
-def encode_corpus(paths, vocabulary):
-    """Id lists of every sentence in `paths` (OOV -> `<UNK>`; a literal `<S>` -> `<UNK>`)."""
+def encode_corpus(paths, vocabulary, tokenizer="whitespace"):
+    """Id lists of every sentence in `paths` (OOV -> `<UNK>`; a literal `<S>` -> `<UNK>`),
+    lines tokenised by `tokenizer` (`keras_elmo.tokenizers`), as the biLM reads them."""
     sentences, tokens = [], 0
     for path in paths:
-        for words in read_sentences(path):
+        for words in read_sentences(path, tokenizer):
             ids = vocabulary.encode(words)
             if vocabulary.bos_id in ids:
                 ids = [vocabulary.unk_id if i == vocabulary.bos_id else i for i in ids]
@@ -187,8 +188,12 @@ def encode_corpus(paths, vocabulary):
     return sentences, tokens
 
 
-def evaluate_baseline(train_paths, heldout_paths, vocabulary, discount=None):
+def evaluate_baseline(train_paths, heldout_paths, vocabulary, discount=None,
+                      tokenizer="whitespace"):
     """Trains forward and backward trigram models and returns held-out perplexities.
+
+    Both corpora are tokenised by `tokenizer` (raw Chinese: `"jieba"`, the segmented copies
+    the biLM trained on), so the two models see the same tokens and vocabulary.
 
     Returns:
         dict with `forward_perplexity`, `backward_perplexity`, `average_perplexity`,
@@ -196,8 +201,8 @@ def evaluate_baseline(train_paths, heldout_paths, vocabulary, discount=None):
         (words + one `</S>` per sentence), `heldout_unk_rate`, `seconds`.
     """
     start = time.perf_counter()
-    train, train_tokens = encode_corpus(train_paths, vocabulary)
-    heldout, heldout_tokens = encode_corpus(heldout_paths, vocabulary)
+    train, train_tokens = encode_corpus(train_paths, vocabulary, tokenizer)
+    heldout, heldout_tokens = encode_corpus(heldout_paths, vocabulary, tokenizer)
     results = {}
     for direction, reverse in (("forward", False), ("backward", True)):
         model = KneserNeyTrigram(len(vocabulary), vocabulary.bos_id, vocabulary.eos_id, discount)

@@ -15,7 +15,8 @@ out-of-vocabulary words are predicted as `<UNK>`.
 Example:
 >>> result = evaluate_model_dir("runs/small", ["heldout.txt"])
 >>> sorted(result)
-['average', 'backward', 'chunks', 'forward', 'max_sentence_tokens', 'sentences', 'targets']
+['average', 'backward', 'chunks', 'forward', 'max_sentence_tokens', 'sentences', 'targets',
+ 'tokenizer']
 """
 
 import math
@@ -74,15 +75,18 @@ def evaluate(model, files, vocab, config):
     return {"forward": math.exp(forward_nll), "backward": math.exp(backward_nll),
             "average": math.exp(0.5 * (forward_nll + backward_nll)),
             "targets": int(count), "sentences": sentences, "chunks": chunks,
-            "max_sentence_tokens": config.max_sentence_tokens}
+            "max_sentence_tokens": config.max_sentence_tokens, "tokenizer": config.tokenizer}
 
 
-def evaluate_model_dir(model_dir, files):
-    """Loads a model directory's newest checkpoint and evaluates it on `files`."""
+def evaluate_model_dir(model_dir, files, tokenizer=None):
+    """Loads a model directory's newest checkpoint and evaluates it on `files`, tokenised
+    by `tokenizer` (None: the tokeniser the model was trained with)."""
     from keras_elmo.training.model_dir import ModelDir
 
     directory = model_dir if isinstance(model_dir, ModelDir) else ModelDir(model_dir)
     config, vocab, model = directory.load_model()
+    if tokenizer is not None:
+        config = config.replace(tokenizer=tokenizer)
     return evaluate(model, files, vocab, config)
 
 
@@ -91,15 +95,18 @@ def format_report(result, heldout):
 
     The first line names the chunks only when some sentence was longer than
     `max_sentence_tokens`, e.g. `held-out: h.txt (2,112 sentences (2,119 chunks of <= 100
-    tokens), ... targets per direction, </S> and <S> included)`.
+    tokens), ... targets per direction, </S> and <S> included)`; and the tokeniser when it
+    is not the whitespace split (`...; tokenizer jieba)`).
     """
     read = _count(result["sentences"], "sentence")
     if result["chunks"] != result["sentences"]:
         read += (f" ({_count(result['chunks'], 'chunk')} of <= "
                  f"{result['max_sentence_tokens']} tokens)")
+    tokenizer = result.get("tokenizer", "whitespace")
+    by = "" if tokenizer == "whitespace" else f"; tokenizer {tokenizer}"
     return "\n".join([
         f"held-out: {heldout} ({read}, {result['targets']:,} targets per direction, "
-        "</S> and <S> included)",
+        f"</S> and <S> included{by})",
         f"forward perplexity:  {result['forward']:.2f}",
         f"backward perplexity: {result['backward']:.2f}",
         f"average perplexity:  {result['average']:.2f}",

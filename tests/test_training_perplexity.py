@@ -106,7 +106,8 @@ def test_perplexity_cli_output(tmp_path, capsys):
     assert main(["perplexity", model_dir.path, "--heldout", str(heldout), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert sorted(result) == ["average", "backward", "chunks", "forward",
-                              "max_sentence_tokens", "sentences", "targets"]
+                              "max_sentence_tokens", "sentences", "targets", "tokenizer"]
+    assert result["tokenizer"] == "whitespace"
     np.testing.assert_allclose(result["forward"], figures[0], atol=0.006)
 
 

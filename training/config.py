@@ -19,11 +19,10 @@ import json
 import os
 
 from keras_elmo.options import BiLMOptions
+from keras_elmo.tokenizers import TOKENIZERS
 
 #: Presets of `keras-elmo train --size`: architecture + training defaults.
 SIZES = ("tiny", "small", "published")
-#: Tokenisers of the input lines (see `keras_elmo.training.dataset.tokenize_lines`).
-TOKENIZERS = ("whitespace", "unicode-script")
 #: Optimizers of `keras-elmo train --optimizer`.
 OPTIMIZERS = ("adagrad", "adam")
 #: Keys a resumed run may change; every other saved key must match.
@@ -57,8 +56,10 @@ class TrainingConfig:
         n_epochs: int, passes over the corpus.
         n_train_tokens: int or None, whitespace tokens of the corpus (counted at start).
         bidirectional: bool, must be True (forward + backward objective).
-        tokenizer: `"whitespace"` (pre-tokenised lines, split as Python's `str.split`) or
-            `"unicode-script"` (raw text, tensorflow-text `UnicodeScriptTokenizer`).
+        tokenizer: `"whitespace"` (pre-tokenised lines, split as Python's `str.split`),
+            `"unicode-script"` (raw text split by script, Han/kana per character) or
+            `"jieba"` (raw Chinese, segmented by jieba); see `keras_elmo.tokenizers`. Saved
+            in options.json: the default tokeniser of every later command on the model.
         shuffle_buffer: int, sentences in the shuffle buffer.
         seed: int, shuffling seed; epoch `e` uses `seed + e`, so a resumed run sees the
             same order.

@@ -52,15 +52,17 @@ def expand_corpus(pattern_or_paths):
     return sorted(files)
 
 
-def read_sentences(path):
+def read_sentences(path, tokenizer="whitespace"):
     """Yields the sentences of a one-sentence-per-line file as token lists.
 
-    Lines are split on whitespace; blank lines are skipped. The file is streamed, never
-    held in memory.
+    Lines are tokenised by `tokenizer` (`keras_elmo.tokenizers`; whitespace by default);
+    blank lines are skipped. The file is streamed, never held in memory; under jieba the
+    segmented copy of `keras_elmo.training.segmented_corpus` is read (segmented once).
 
     Args:
         path: a UTF-8 text file, one sentence per line (a line that is not UTF-8 is a
             `ValueError` naming file and line, `keras_elmo.text_files`).
+        tokenizer: a name of `keras_elmo.tokenizers.TOKENIZERS`.
 
     Yields:
         `list[str]`, the tokens of one sentence (never empty).
@@ -69,10 +71,29 @@ def read_sentences(path):
         >>> list(read_sentences("tiny.txt"))  # file "a b\\n\\nc\\n"
         [['a', 'b'], ['c']]
     """
+    if tokenizer != "whitespace":
+        from keras_elmo.tokenizers import is_in_graph
+        from keras_elmo.training.segmented_corpus import segment_files
+
+        if is_in_graph(tokenizer):
+            yield from _tokenized_sentences(path, tokenizer)
+            return
+        path = segment_files([path], tokenizer)[0]
     for _, line in read_text_lines(path):
         tokens = line.split()
         if tokens:
             yield tokens
+
+
+def _tokenized_sentences(path, tokenizer, lines_per_call=4096):
+    from keras_elmo.tokenizers import tokenize
+
+    lines = (line for _, line in read_text_lines(path))
+    while True:
+        chunk = [line for _, line in zip(range(lines_per_call), lines)]
+        if not chunk:
+            return
+        yield from (tokens for tokens in tokenize(chunk, tokenizer) if tokens)
 
 
 def stored_corpus_files(train_prefix, model_dir):

@@ -9,7 +9,9 @@ that is used later. Steps, all inside tf.data:
    resumed run sees the same order for the same epoch;
 2. each line is tokenised in-graph (`tokenize_lines`): pre-tokenised text is split on
    whitespace exactly as Python's `str.split()` does (the vocabulary is counted that way),
-   raw text with tensorflow-text's `UnicodeScriptTokenizer`; blank lines are dropped;
+   raw text by script (`keras_elmo.unicode_script`); raw Chinese under `"jieba"` is
+   segmented once before the pipeline (`keras_elmo.training.segmented_corpus`, cached) and
+   the segmented copy is split on whitespace; blank lines are dropped;
 3. a sentence longer than `max_sentence_tokens` is cut into consecutive chunks of at most
    that many tokens and each chunk is trained as its own sentence;
 4. each sentence becomes `<S> t1 ... tn </S>` and sentences of similar length are batched
@@ -28,6 +30,8 @@ import tensorflow as tf
 
 from keras_elmo import constants
 from keras_elmo.characters import tf_padded_char_ids
+from keras_elmo.tokenizers import IN_GRAPH_TOKENIZERS, is_in_graph
+from keras_elmo.training.segmented_corpus import segment_files
 from keras_elmo.whitespace import split_whitespace
 
 #: Lines tokenised per tf.data map call.
@@ -41,8 +45,10 @@ def tokenize_lines(lines, tokenizer="whitespace"):
         lines: tf.string `(N,)`, one sentence per line.
         tokenizer: `"whitespace"`: the line is already tokenised; split on every Unicode
             whitespace (`\\u00a0` and `\\u3000` included), as Python's `str.split()`.
-            `"unicode-script"`: raw text; tensorflow-text `UnicodeScriptTokenizer` splits
-            on whitespace and between scripts/punctuation ("hello," -> "hello", ",").
+            `"unicode-script"`: raw text; split on whitespace and between
+            scripts/punctuation ("hello," -> "hello", ","), Han and kana per character
+            (`keras_elmo.unicode_script`). A Python tokeniser (`"jieba"`) is not run here:
+            `make_dataset` reads its segmented copies (`segment_files`) with `"whitespace"`.
 
     Example:
     >>> tokenize_lines(tf.constant(["a\\u00a0b  c"])).to_list()
@@ -52,11 +58,20 @@ def tokenize_lines(lines, tokenizer="whitespace"):
     if tokenizer == "whitespace":
         return split_whitespace(lines)
     if tokenizer == "unicode-script":
-        import tensorflow_text
+        from keras_elmo.unicode_script import split_unicode_script
 
-        return tensorflow_text.UnicodeScriptTokenizer(keep_whitespace=False).tokenize(lines)
-    raise ValueError("tokenizer must be 'whitespace' or 'unicode-script'; "
-                     f"received {tokenizer!r}.")
+        return split_unicode_script(lines)
+    raise ValueError(f"tokenize_lines runs the in-graph tokenizers {IN_GRAPH_TOKENIZERS}; "
+                     f"received {tokenizer!r} (a Python tokenizer such as jieba is applied "
+                     "first with keras_elmo.training.segmented_corpus.segment_files).")
+
+
+def pipeline_input(files, tokenizer):
+    """`(files, in-graph tokenizer)` the pipeline reads for a corpus under `tokenizer`:
+    the files themselves, or (jieba) their segmented copies read with `"whitespace"`."""
+    if is_in_graph(tokenizer):
+        return list(files), tokenizer
+    return segment_files(files, tokenizer), "whitespace"
 
 
 def chunk_sentences(sentences, max_tokens):
@@ -125,8 +140,8 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
     if not files:
         raise ValueError("make_dataset needs at least one corpus file; received none.")
     max_length = config.max_sentence_tokens + 2
+    files, tokenizer = pipeline_input(files, config.tokenizer)
     lines = line_dataset(files, shuffle, config.seed + epoch, config.shuffle_buffer)
-    tokenizer = config.tokenizer
 
     def split(batch_of_lines):  # (n,) -> ragged (chunks, (m))
         return chunk_sentences(tokenize_lines(batch_of_lines, tokenizer),
@@ -171,6 +186,7 @@ def vocabulary_table(vocab):
 
 def corpus_size(files, tokenizer="whitespace"):
     """`(sentences, tokens)` of the corpus as the pipeline tokenises it (blank lines skipped)."""
+    files, tokenizer = pipeline_input(files, tokenizer)
     lines = line_dataset(files, shuffle=False).batch(4096)
 
     def counts(batch):

@@ -144,14 +144,15 @@ def _check_token(token, where):
             f"{where}: expected a non-empty token without whitespace. Received: {token!r}")
 
 
-def token_counts(paths):
-    """Counts the whitespace tokens of one-sentence-per-line files, streaming.
+def token_counts(paths, tokenizer="whitespace"):
+    """Counts the tokens of one-sentence-per-line files, streaming.
 
-    The special tokens are not counted. Returns a `collections.Counter`.
+    Lines are tokenised by `tokenizer` (`keras_elmo.tokenizers`, whitespace by default), as
+    training will. The special tokens are not counted. Returns a `collections.Counter`.
     """
     counts = collections.Counter()
     for path in paths:
-        for tokens in read_sentences(path):
+        for tokens in read_sentences(path, tokenizer):
             counts.update(tokens)
     for token in SPECIAL_TOKENS:
         counts.pop(token, None)

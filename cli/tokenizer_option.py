@@ -1,0 +1,35 @@
+"""`--tokenizer` of the subcommands that read text: one flag, one way to find its default.
+
+`vocab` has no model: its default is `whitespace`. `train` keeps the flag in its config
+flags (saved in options.json). `perplexity`, `embed` and `neighbors` default to the tokeniser
+MODEL_DIR was trained with (`"tokenizer"` in its options.json), so a model trained on raw
+Chinese with `--tokenizer jieba` reads raw Chinese in every later command. No TensorFlow is
+imported here: a bad name or a missing jieba is one line on stderr before TF loads.
+
+Example:
+    add_tokenizer_argument(parser, from_model=True)
+    ...
+    tokenizer = resolve_tokenizer(args, args.model_dir)
+"""
+
+from keras_elmo.tokenizers import TOKENIZERS, resolve_tokenizer as _resolve
+
+#: What each tokeniser is for, in `--help`.
+TOKENIZER_HELP = ("whitespace: text already tokenised, tokens separated by spaces; "
+                  "unicode-script: raw text of languages that put spaces between words, split "
+                  "by script and punctuation (Chinese/Japanese characters one per token); "
+                  "jieba: raw Chinese, segmented into words by jieba "
+                  "(pip install keras-elmo[chinese])")
+
+
+def add_tokenizer_argument(parser, from_model=True):
+    """Adds `--tokenizer NAME` to `parser`; its default is resolved by `resolve_tokenizer`."""
+    default = ("the tokenizer MODEL_DIR was trained with (its options.json), else whitespace"
+               if from_model else "whitespace")
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default=None,
+                        help=f"how lines become tokens (default: {default}). {TOKENIZER_HELP}")
+
+
+def resolve_tokenizer(args, model_dir=None):
+    """`args.tokenizer`, else MODEL_DIR's, else `whitespace`; checked (jieba installed)."""
+    return _resolve(getattr(args, "tokenizer", None), model_dir)
