@@ -4,7 +4,6 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.lstm_projection_cell import LSTMProjectionCell
-from keras_elmo.lstm_projection_sequence import lstm_projection_sequences
 from keras_elmo.options import BiLMOptions, as_options
 
 _DIRECTIONS = ("forward", "backward")
@@ -131,10 +130,7 @@ class ResidualBiLSTM(keras.layers.Layer):
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in _DIRECTIONS]
             dropped = [self._dropout(x, training) for x in layer_inputs]
-            if training and not self.stateful:  # whole-sequence backward pass, see module
-                hs, states = _run_sequences(cells, dropped, initial[layer]), None
-            else:
-                hs, states = _run_cells(cells, dropped, lengths, initial[layer], self.stateful)
+            hs, states = _run_cells(cells, dropped, lengths, initial[layer], self.stateful)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -187,17 +183,6 @@ class ResidualBiLSTM(keras.layers.Layer):
 def _reverse(x, lengths):
     """Reverses each sequence of time-major `x` `(T, batch, dim)` within its own length."""
     return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
-
-
-def _run_sequences(cells, inputs, initial_states):
-    """Training: `_run_cells` without carried state, through `lstm_projection_sequences`
-    (one backward loop, weight gradients as one matmul over all steps). Returns the list of
-    time-major outputs `(T, batch, projection_dim)`."""
-    kernels = [(tf.convert_to_tensor(cell.recurrent_kernel),
-                tf.convert_to_tensor(cell.projection_kernel)) for cell in cells]
-    return lstm_projection_sequences([cell.input_gates(x) for cell, x in zip(cells, inputs)],
-                                     initial_states, kernels, cells[0].cell_clip,
-                                     cells[0].proj_clip)
 
 
 def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
