@@ -144,26 +144,31 @@ class CharCNNEmbedder(keras.layers.Layer):
         check_char_id_range(ids)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
         flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
-        # One extra all-padding row, dropped at the end: TensorFlow's conv returns its input
+        # Each distinct token is encoded once and gathered back to its positions: a batch of
+        # text holds far fewer distinct tokens than positions. Rows are encoded
+        # independently, so the result is that of encoding every position.
+        flat_ids, positions = tf.raw_ops.UniqueV2(x=flat_ids, axis=[0])  # (U, chars), (batch*T,)
+        # One extra all-padding row, never gathered: TensorFlow's conv returns its input
         # unchanged for an empty batch, so a batch of 0 rows must never reach it.
-        flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (batch*T + 1, chars)
+        flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (U + 1, chars)
         table = ops.concatenate(
             [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
              self.char_embeddings], axis=0)  # (262, E)
-        chars = ops.take(table, flat_ids, axis=0)  # (batch*T, chars, E)
+        chars = ops.take(table, flat_ids, axis=0)  # (U + 1, chars, E)
         chars = ops.cast(chars, self.compute_dtype)
         activation = _ACTIVATIONS[self.activation]
         pooled = []
         for kernel, bias in zip(self.conv_kernels, self.conv_biases):
             conv = ops.conv(chars, ops.cast(kernel, self.compute_dtype), padding="valid")
-            conv = conv + ops.cast(bias, self.compute_dtype)  # (batch*T, chars-w+1, n)
-            pooled.append(activation(ops.max(conv, axis=1)))  # (batch*T, n)
-        x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (batch*T, F)
+            conv = conv + ops.cast(bias, self.compute_dtype)  # (U + 1, chars-w+1, n)
+            pooled.append(activation(ops.max(conv, axis=1)))  # (U + 1, n)
+        x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (U + 1, F)
         for highway in self.highways:
             x = highway(x)
         if self.projection is not None:
-            x = self.projection(x)  # (batch*T, P)
-        return ops.reshape(x[:-1], (batch, num_tokens, self.projection_dim))  # (batch, T, P)
+            x = self.projection(x)  # (U + 1, P)
+        x = ops.take(x, positions, axis=0)  # (batch*T, P)
+        return ops.reshape(x, (batch, num_tokens, self.projection_dim))  # (batch, T, P)
 
     def compute_mask(self, inputs, mask=None):
         return token_mask(inputs)

@@ -71,3 +71,29 @@ def test_large_values(tmp_path):
     expected = ref.char_cnn(arrays, options, char_ids)
     real = char_ids.any(axis=-1)
     np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
+
+
+def test_repeated_tokens_encoded_once_same_values_and_gradients():
+    """Distinct tokens are encoded once and gathered back: the output and the weight
+    gradients equal those of encoding every position on its own (a batch of one token)."""
+    import tensorflow as tf
+
+    from keras_elmo import BiLMOptions, CharCNNEmbedder, batch_to_ids
+
+    embedder = CharCNNEmbedder.from_options(BiLMOptions.tiny())
+    ids = tf.constant(batch_to_ids([["a", "cat", "a", "a"], ["cat", "dog", "", ""]]))  # (2, 4, 50)
+    probe = tf.constant(np.random.default_rng(0).normal(size=(2, 4, 8)), tf.float32)
+    embedder(ids)
+    with tf.GradientTape() as tape:
+        together = embedder(ids)  # (2, 4, 8)
+        loss = tf.reduce_sum(together * probe)
+    grads = tape.gradient(loss, embedder.trainable_weights)
+    with tf.GradientTape() as tape:
+        alone = tf.stack([tf.stack([embedder(ids[b:b + 1, t:t + 1])[0, 0] for t in range(4)])
+                          for b in range(2)])  # (2, 4, 8), one position per call
+        loss_alone = tf.reduce_sum(alone * probe)
+    grads_alone = tape.gradient(loss_alone, embedder.trainable_weights)
+    np.testing.assert_allclose(together, alone, atol=ATOL)
+    for got, want in zip(grads, grads_alone):
+        np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(want),
+                                   atol=1e-4)
