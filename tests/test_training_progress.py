@@ -49,7 +49,7 @@ def test_progress_line_and_heldout_perplexity_during_training(tmp_path, capsys):
                  str(heldout), "--eval-every", "2", "--eval-sentences", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"keras-elmo train {model}: loading TensorFlow")
-    assert any(line.startswith("step 0: tracing the training step") for line in out)
+    assert any(line.startswith("tracing the training step at step 0") for line in out)
     progress = [line for line in out if line.startswith("step 2 | epoch 1 | loss")]
     assert progress and "50% of --max-steps, ETA" in progress[0], out
     during = [line for line in out if "held-out perplexity: forward" in line]

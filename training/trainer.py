@@ -204,7 +204,7 @@ class Trainer:
         log = ProgressLog(self.log_every, self.model_dir.logs_dir if self.chief else None,
                           self.stream, plan=plan)
         if self.chief:
-            print(f"step {int(self.step.numpy())}: tracing the training step (the first step "
+            print(f"tracing the training step at step {int(self.step.numpy())} (the first step "
                   "takes longer)", file=self.stream, flush=True)
         start = time.monotonic()
         replicas = self.strategy.num_replicas_in_sync
