@@ -19,37 +19,11 @@ import contextlib
 import os
 import sys
 
-from keras_elmo.cli.tokenizer_option import TOKENIZER_HELP
+from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
 from keras_elmo.tokenizers import TOKENIZERS, resolve_tokenizer
 
 #: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
 _SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
-
-#: Flag -> config key of the options that override the preset / JSON.
-_FLAGS = {
-    "batch_tokens": ("--batch-tokens", int, "token budget of a batch per replica (boundaries incl.)"),
-    "batch_size": ("--batch-size", int, "at most this many sentences per batch per replica"),
-    "max_sentence_tokens": ("--max-sentence-tokens", int,
-                            "cut longer sentences into chunks of this many tokens"),
-    "dropout": ("--dropout", float, "dropout on LSTM inputs and the top output (0.1 published)"),
-    "n_negative_samples_batch": ("--n-negative-samples", int, "sampled-softmax negatives per batch"),
-    "full_softmax_max_vocab": ("--full-softmax-max-vocab", int,
-                               "use the full softmax for vocabularies up to this size"),
-    "optimizer": ("--optimizer", str, "adagrad (published recipe) or adam (small preset)"),
-    "learning_rate": ("--learning-rate", float, "learning rate (Adagrad 0.2 published)"),
-    "all_clip_norm_val": ("--clip-norm", float, "clip of the global gradient norm (10.0)"),
-    "n_epochs": ("--epochs", int, "passes over the corpus"),
-    "tokenizer": ("--tokenizer", str, "how lines become tokens (default whitespace; saved "
-                  "in options.json, the default of later commands on MODEL_DIR). "
-                  + TOKENIZER_HELP),
-    "seed": ("--seed", int, "shuffling seed"),
-    "shuffle_buffer": ("--shuffle-buffer", int, "sentences in the shuffle buffer"),
-    "checkpoint_every_steps": ("--checkpoint-every", int, "steps between checkpoints"),
-    "keep_checkpoints": ("--keep-checkpoints", int, "checkpoints kept on disk"),
-}
-#: Keys a preset does not decide (they come from the data).
-_DATA_KEYS = ("n_tokens_vocab", "n_train_tokens", "train_prefix")
-
 
 def add_parser(subparsers):
     """Registers `train` (no TensorFlow import here)."""
@@ -74,7 +48,7 @@ def add_parser(subparsers):
                              "copied from a keras-elmo run): domain adaptation")
     parser.add_argument("--config", metavar="JSON",
                         help="options.json-shaped file (may be partial) over the preset")
-    for key, (flag, kind, help_text) in _FLAGS.items():
+    for key, (flag, kind, help_text) in CONFIG_FLAGS.items():
         choices = {"tokenizer": TOKENIZERS,
                    "optimizer": ("adagrad", "adam")}.get(key)
         parser.add_argument(flag, dest=key, type=kind, choices=choices,
@@ -250,87 +224,3 @@ def check_input_files(args):
             find_model_files(args.init_from)
         except FileNotFoundError as error:
             raise FileNotFoundError(f"--init-from {error}") from None
-
-
-def resolve_config(args, model_dir):
-    """`(TrainingConfig, Vocabulary)` from the saved config / preset, JSON and flags.
-
-    Raises:
-        ValueError: missing --train/--vocab for a new run, an empty corpus, or (resume) a
-            flag that conflicts with the saved config.
-    """
-    from keras_elmo.training.config import TrainingConfig, merge_dicts
-    from keras_elmo.training.dataset import corpus_size
-    from keras_elmo.training.vocabulary import Vocabulary
-    from keras_elmo.training.corpus import absolute_corpus, expand_corpus, same_corpus
-
-    resume = model_dir.has_run()
-    if resume:
-        saved = model_dir.load_config()
-        saved = saved.replace(train_prefix=absolute_corpus(saved.train_prefix,
-                                                           model_dir.path))
-        data = saved.to_dict()
-        if args.size:
-            preset = TrainingConfig.preset(args.size).to_dict()
-            data = merge_dicts(data, {k: v for k, v in preset.items() if k not in _DATA_KEYS})
-    else:
-        if not args.train or not args.vocab:
-            raise ValueError(f"{model_dir.path} is a new model directory: --train and --vocab "
-                             "are required (received "
-                             f"--train={args.train!r}, --vocab={args.vocab!r}).")
-        data = TrainingConfig.preset(args.size or "small").to_dict()
-        if args.init_from:
-            from keras_elmo.training.warm_start import source_options
-
-            data = merge_dicts(data, source_options(args.init_from).to_dict())
-    if args.init_from:  # absolute: a restart from another directory finds it too
-        data["init_from"] = os.path.abspath(args.init_from)
-    if args.config:
-        data = merge_dicts(data, _read_json(args.config))
-    for key in _FLAGS:
-        if getattr(args, key) is not None:
-            data[key] = getattr(args, key)
-
-    vocab = Vocabulary.load(args.vocab or model_dir.vocab_path)
-    if resume and args.vocab and os.path.isfile(model_dir.vocab_path) and \
-            Vocabulary.load(model_dir.vocab_path).tokens != vocab.tokens:
-        raise ValueError(f"--vocab {args.vocab} differs from the vocabulary {model_dir.path} was "
-                         "trained with (vocab.txt); start a new MODEL_DIR or drop --vocab.")
-    data["n_tokens_vocab"] = len(vocab)
-    if args.train:
-        given = [os.path.abspath(os.path.expanduser(p)) for p in args.train]
-        given = given[0] if len(given) == 1 else given
-        if resume and same_corpus(given, saved, model_dir.path):
-            saved = saved.replace(train_prefix=given)  # the same corpus by another path
-        data["train_prefix"] = given
-    if not resume:
-        sentences, tokens = corpus_size(expand_corpus(data["train_prefix"]),
-                                         data.get("tokenizer", "whitespace"))
-        if tokens == 0:
-            raise ValueError(f"the training corpus {data['train_prefix']!r} holds no token "
-                             "(expected one sentence per line, tokens separated by spaces).")
-        data["n_train_tokens"] = tokens
-    config = TrainingConfig.from_dict(data)
-    if not resume and config.init_from is not None:  # before anything is written
-        from keras_elmo.training.warm_start import check_source
-
-        check_source(config.options, config.init_from)
-    if resume:
-        conflicts = saved.conflicts(config)
-        if conflicts:
-            key, old, new = conflicts[0]
-            more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
-            raise ValueError(f"{model_dir.path} was trained with {key}={old!r}; received "
-                             f"{key}={new!r}{more}. Resume with the saved config or use a new "
-                             "MODEL_DIR.")
-    return config, vocab
-
-
-def _read_json(path):
-    from keras_elmo.options import read_json
-
-    data = read_json(path, "--config file", "an options.json-shaped JSON file")
-    if not isinstance(data, dict):
-        raise ValueError(f"--config {path} must hold a JSON object; received "
-                         f"{type(data).__name__}.")
-    return data
