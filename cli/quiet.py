@@ -17,12 +17,12 @@ Example:
 """
 
 import contextlib
-import importlib.abc
-import importlib.machinery
 import os
 import re
 import sys
 import threading
+
+from keras_elmo.first_import import around_first_import, remove_hook
 
 #: Lines written by TensorFlow's native runtime while it loads.
 NOISE = re.compile(
@@ -41,38 +41,11 @@ def quiet_native_startup():
     if os.environ.get(_ENVIRONMENT_SWITCH) or "tensorflow" in sys.modules:
         yield
         return
-    finder = _TensorFlowImportFilter()
-    sys.meta_path.insert(0, finder)
+    hook = around_first_import("tensorflow", _filtered_fd2)
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(finder)
-
-
-class _TensorFlowImportFilter(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` like the path finder, with a loader that filters fd 2."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "tensorflow":
-            return None
-        sys.meta_path.remove(self)  # once
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _FilteringLoader(spec.loader)
-        return spec
-
-
-class _FilteringLoader(importlib.abc.Loader):
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        with _filtered_fd2():
-            self.loader.exec_module(module)
+        remove_hook(hook)
 
 
 @contextlib.contextmanager

@@ -11,10 +11,11 @@ registration waits until that import is complete (`keras_elmo`'s name lookup cal
 `register_if_keras_loaded` after every import it makes).
 """
 
+import contextlib
 import importlib
-import importlib.abc
-import importlib.machinery
 import sys
+
+from keras_elmo.first_import import around_first_import, has_hook
 
 #: Importing this module runs every serializable layer's registration (the biLM pulls in the
 #: token encoder, highway, LSTM cell, biLSTM, sentence boundaries; the mix is separate).
@@ -25,8 +26,8 @@ def register_when_keras_loads():
     """Registers the layers now (Keras loaded) or right after Keras loads (once)."""
     if "keras" in sys.modules:
         _register()
-    elif not any(isinstance(finder, _AfterKeras) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterKeras())
+    elif not has_hook("keras"):
+        around_first_import("keras", _then_register)
 
 
 def register_if_keras_loaded():
@@ -47,26 +48,8 @@ def _our_import_in_progress():
                if name.startswith("keras_elmo.") and name != __name__)
 
 
-class _AfterKeras(importlib.abc.MetaPathFinder):
-    """Finds `keras` like the path finder, with a loader that registers our layers after it."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras":
-            return None
-        sys.meta_path.remove(self)  # once
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _RegisteringLoader(spec.loader)
-        return spec
-
-
-class _RegisteringLoader(importlib.abc.Loader):
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        register_if_keras_loaded()
+@contextlib.contextmanager
+def _then_register():
+    """The context of Keras's first import: our layers are registered once it is done."""
+    yield
+    register_if_keras_loaded()
