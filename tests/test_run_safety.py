@@ -82,14 +82,21 @@ def test_a_second_trainer_is_refused_naming_the_holder(data, capfd):
         pass
 
 
-def test_a_checkpoint_that_does_not_match_options_json_is_one_line(data, capfd):
+def _tiny_trainer(data):
+    """`(trainer, corpus)`: a tiny run's Trainer over a prepared model directory."""
     tmp_path, corpus, vocab_path = data
     vocab = Vocabulary.load(vocab_path)
     config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab),
                                                    n_train_tokens=10, train_prefix=corpus)
     model_dir = ModelDir(str(tmp_path / "model"))
     model_dir.prepare(config, vocab_path)
-    Trainer(config, vocab, model_dir, stream=io.StringIO()).save()
+    return Trainer(config, vocab, model_dir, stream=io.StringIO()), corpus
+
+
+def test_a_checkpoint_that_does_not_match_options_json_is_one_line(data, capfd):
+    trainer, corpus = _tiny_trainer(data)
+    model_dir = trainer.model_dir
+    trainer.save()
     options = json.loads(open(model_dir.options_path).read())
     options["lstm"]["dim"] = 14
     with open(model_dir.options_path, "w") as f:
@@ -106,13 +113,8 @@ def test_a_checkpoint_that_does_not_match_options_json_is_one_line(data, capfd):
 
 
 def test_perplexity_refuses_a_non_finite_checkpoint(data, capfd):
-    tmp_path, corpus, vocab_path = data
-    vocab = Vocabulary.load(vocab_path)
-    config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab),
-                                                   n_train_tokens=10, train_prefix=corpus)
-    model_dir = ModelDir(str(tmp_path / "model"))
-    model_dir.prepare(config, vocab_path)
-    trainer = Trainer(config, vocab, model_dir, stream=io.StringIO())
+    trainer, corpus = _tiny_trainer(data)
+    model_dir = trainer.model_dir
     variable = trainer.model.trainable_variables[3]
     variable.assign(np.full(variable.shape, np.nan, np.float32))
     trainer.manager.save(checkpoint_number=0)  # as a diverged run before this fix did
