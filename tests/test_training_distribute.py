@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from keras_elmo.training.distribute import cluster_size
@@ -133,3 +134,67 @@ def test_two_workers_on_localhost_complete_a_few_steps(tmp_path):
         "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
         "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
     assert (model / "weights.hdf5").is_file() and not (model / ".workers").exists()
+
+
+SPARSE_SCRIPT = r'''
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+import numpy as np
+from keras_elmo.characters import batch_to_ids
+from keras_elmo.training import trainer as trainer_module
+from keras_elmo.training.config import TrainingConfig
+from keras_elmo.training.model_dir import ModelDir
+from keras_elmo.training.vocabulary import Vocabulary
+if sys.argv[2] == "dense":  # Keras' own Adagrad: the trainer then densifies every gradient
+    trainer_module.make_optimizer = lambda c: keras.optimizers.Adagrad(
+        learning_rate=c.learning_rate, initial_accumulator_value=c.initial_accumulator_value)
+keras.utils.set_random_seed(0)
+words = [f"w{i}" for i in range(1200)]
+vocab = Vocabulary(["<S>", "</S>", "<UNK>"] + words)
+config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab), dropout=0.0,
+                                               optimizer="adagrad", learning_rate=0.2)
+assert config.use_sampled_softmax
+rng = np.random.default_rng(0)
+def batch(n, length):
+    sentences = [["<S>"] + [words[k] for k in rng.integers(0, 1200, length - 2)] + ["</S>"]
+                 for _ in range(n)]
+    return {"char_ids": batch_to_ids(sentences),
+            "token_ids": np.array([vocab.encode(s) for s in sentences], np.int32)}
+strategy = tf.distribute.MirroredStrategy()
+trainer = trainer_module.Trainer(config, vocab, ModelDir(sys.argv[1]), strategy=strategy)
+spec = {"char_ids": tf.TensorSpec((None, None, 50), tf.int32),
+        "token_ids": tf.TensorSpec((None, None), tf.int32)}
+per_replica = [batch(3, 6), batch(2, 7), batch(3, 5), batch(2, 6)]
+dataset = strategy.distribute_datasets_from_function(
+    lambda _: tf.data.Dataset.from_generator(lambda: iter(per_replica), output_signature=spec))
+start = trainer.model.softmax.embeddings.numpy().copy()
+for x in dataset:
+    trainer.train_step(x, dataset.element_spec)
+table = trainer.model.softmax.embeddings.numpy()
+np.save(sys.argv[3], table)
+print(json.dumps({"optimizer": type(trainer.optimizer).__name__,
+                  "changed_rows": int((np.abs(table - start).max(axis=1) > 0).sum())}))
+'''
+
+
+def test_sparse_softmax_rows_update_like_dense_adagrad_on_two_replicas(tmp_path):
+    """Sampled softmax on two logical CPUs: the IndexedSlices rows are all-reduced, clipped
+    and applied by SparseAdagrad; the table equals the one Keras' dense Adagrad gives."""
+    script = tmp_path / "sparse.py"
+    script.write_text(SPARSE_SCRIPT)
+    results = {}
+    for mode in ("sparse", "dense"):
+        out = subprocess.run(["timeout", "-k", "10", "240", sys.executable, str(script),
+                              str(tmp_path / mode), mode, str(tmp_path / f"{mode}.npy")],
+                             capture_output=True, text=True, env=_env(), cwd=str(tmp_path))
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert results["sparse"]["optimizer"] == "SparseAdagrad"
+    assert results["dense"]["optimizer"] == "Adagrad"
+    assert 0 < results["sparse"]["changed_rows"] < 1203  # only sampled and target rows
+    assert results["sparse"]["changed_rows"] == results["dense"]["changed_rows"]
+    np.testing.assert_allclose(np.load(tmp_path / "sparse.npy"), np.load(tmp_path / "dense.npy"),
+                               rtol=0, atol=1e-6)

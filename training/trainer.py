@@ -8,7 +8,7 @@ One step, per replica:
     loss = 0.5 * (forward + backward) / all_reduce(targets)
     grads = all_reduce(d loss / d weights)           # the global batch's gradient
     grads = clip_by_global_norm(grads, all_clip_norm_val)
-    Adagrad(grads)
+    Adagrad(grads)                                   # sparse rows of the softmax table
 
 Each replica reads its own batch (a token budget of `batch_tokens`), so the global batch
 is `num_replicas` batches. The loss is normalised by the global target count, which makes
@@ -41,7 +41,6 @@ import os
 import shutil
 import time
 
-import keras
 import tensorflow as tf
 
 from keras_elmo.training import distribute
@@ -49,6 +48,7 @@ from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
+from keras_elmo.training.optimizers import SparseAdagrad, make_optimizer, scale_gradient
 from keras_elmo.training.progress_log import ProgressLog
 from keras_elmo.training.run_plan import RunPlan
 from keras_elmo.training.stop_signals import StopSignals
@@ -77,12 +77,7 @@ class Trainer:
         self.chief = distribute.is_chief(self.strategy)
         with self.strategy.scope():
             self.model = LanguageModel.from_training_config(config)
-            if config.optimizer == "adam":
-                self.optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
-            else:
-                self.optimizer = keras.optimizers.Adagrad(
-                    learning_rate=config.learning_rate,
-                    initial_accumulator_value=config.initial_accumulator_value)
+            self.optimizer = make_optimizer(config)
             self.optimizer.build(self.model.trainable_variables)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
@@ -128,12 +123,13 @@ class Trainer:
             global_count = context.all_reduce(_SUM, sums["count"])
             loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
         grads = tape.gradient(loss, variables)
-        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                 for g in grads]  # dense: all-reduce and Adagrad of a whole table
-        grads = context.all_reduce(_SUM, grads)
+        if not isinstance(self.optimizer, SparseAdagrad):  # Adam updates whole tables
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
+        grads = context.all_reduce(_SUM, grads)  # the softmax rows stay IndexedSlices
         grads, norm = tf.clip_by_global_norm(grads, self.config.all_clip_norm_val)
         scale = 1.0 / context.num_replicas_in_sync  # the optimizer sums the replicas again
-        self.optimizer.apply([g * scale for g in grads], variables)
+        self.optimizer.apply([scale_gradient(g, scale) for g in grads], variables)
         tokens = tf.math.count_nonzero(batch["char_ids"][..., 0], dtype=tf.int64)
         return sums["forward"], sums["backward"], sums["count"], tokens, norm
 
