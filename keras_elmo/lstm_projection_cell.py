@@ -110,15 +110,30 @@ class LSTMProjectionCell(keras.layers.Layer):
     def step(self, input_gates, state, kernels=None):
         """One step: returns the new `(h, c)`.
 
-        `kernels` is `(recurrent_kernel, projection_kernel)` as tensors; a loop reads them
-        once and passes them to every step (the variables are read when it is None).
+        `kernels` is what `step_kernels()` returns; a loop computes it once and passes it to
+        every step (it is computed here, for inference, when None).
         """
         if kernels is None:
-            kernels = (tf.convert_to_tensor(self.recurrent_kernel),
-                       tf.convert_to_tensor(self.projection_kernel))
+            kernels = self.step_kernels()
         h, c = state
-        return lstm_projection_step(input_gates, h, c, kernels[0], kernels[1],
-                                    self.cell_clip, self.proj_clip)
+        return lstm_projection_step(input_gates, h, c, kernels, cell_clip=self.cell_clip,
+                                    proj_clip=self.proj_clip)
+
+    def step_kernels(self, training=False):
+        """The tensors every `step` reads: `(W_h, W_p)`, plus `(W_h^T, W_p^T)` for training.
+
+        With `training=True` (and outside `autodiff_step()`), the steps get the hand-written
+        gradient, which multiplies by the transposed kernels: on CPU a product with a
+        transposed operand (`matmul(a, b, transpose_b=True)`) ran 2-5x slower than the same
+        product with a contiguous copy of `b^T` (benchmarks/matmul_layouts.py), so a loop
+        transposes each kernel once and every step's gradient uses the copy. Inference
+        skips both the copies and the custom gradient (gradients still work, by autodiff).
+        """
+        w_h = tf.convert_to_tensor(self.recurrent_kernel)
+        w_p = tf.convert_to_tensor(self.projection_kernel)
+        if not training or getattr(_AUTODIFF, "active", False):
+            return w_h, w_p
+        return w_h, w_p, tf.transpose(w_h), tf.transpose(w_p)
 
     def get_config(self):
         config = super().get_config()
@@ -134,18 +149,19 @@ def _inside(x, clip):
     return tf.cast(tf.logical_and(x >= -clip, x <= clip), x.dtype)
 
 
-def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel, cell_clip,
-                         proj_clip):
-    """The step of `LSTMProjectionCell` with a hand-written gradient.
+def lstm_projection_step(input_gates, h, c, kernels, cell_clip, proj_clip):
+    """The step of `LSTMProjectionCell`, with a hand-written gradient for training.
 
-    Autodiff of the loop re-derives every gate; this backward pass reuses the gate
-    activations of the forward pass (measured about +44% training tokens/s on CPU,
-    TF_NOTES.md); inside `autodiff_step()` the same formulas run without it. Shapes:
-    `input_gates` `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)`,
-    `recurrent_kernel` `(P, 4U)`, `projection_kernel` `(U, P)` -> `(h', c')`.
+    `kernels` is `(recurrent_kernel, projection_kernel)`, shapes `(P, 4U)`, `(U, P)`: plain
+    ops, differentiated by autodiff. With their transposes `(4U, P)`, `(P, U)` appended
+    (`LSTMProjectionCell.step_kernels(training=True)`), the step gets a backward pass that
+    reuses the gate activations of the forward pass instead of re-deriving every gate
+    (measured about +44% training tokens/s on CPU, TF_NOTES.md) and multiplies by the
+    contiguous transposes. Same numbers and gradients either way. Shapes: `input_gates`
+    `(batch, 4U)`, `h` `(batch, P)`, `c` `(batch, U)` -> `(h', c')`.
     """
 
-    def step(gates_x, h, c, w_h, w_p):
+    def step(gates_x, h, c, w_h, w_p, w_h_t=None, w_p_t=None):
         z = gates_x + tf.matmul(h, w_h)  # (batch, 4U), gates i, f, c, o
         z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
         i, f = tf.sigmoid(z_i), tf.sigmoid(z_f)  # forget bias already in gates_x
@@ -159,15 +175,15 @@ def lstm_projection_step(input_gates, h, c, recurrent_kernel, projection_kernel,
 
         def grad(dh_new, dc_new):
             dh_raw = dh_new * _inside(h_raw, proj_clip)
-            dm = tf.matmul(dh_raw, w_p, transpose_b=True)  # (batch, U)
+            dm = tf.matmul(dh_raw, w_p_t)  # (batch, U)
             dc_raw = (dc_new + dm * o * (1.0 - t * t)) * _inside(c_raw, cell_clip)
             dz = tf.concat([dc_raw * g * i * (1.0 - i), dc_raw * c * f * (1.0 - f),
                             dc_raw * i * (1.0 - g * g), dm * t * o * (1.0 - o)], axis=-1)
-            return (dz, tf.matmul(dz, w_h, transpose_b=True), dc_raw * f,
-                    tf.matmul(h, dz, transpose_a=True), tf.matmul(m, dh_raw, transpose_a=True))
+            return (dz, tf.matmul(dz, w_h_t), dc_raw * f, tf.matmul(h, dz, transpose_a=True),
+                    tf.matmul(m, dh_raw, transpose_a=True), None, None)
 
         return (h_new, c_new), grad
 
-    if getattr(_AUTODIFF, "active", False):
-        return step(input_gates, h, c, recurrent_kernel, projection_kernel)[0]
-    return tf.custom_gradient(step)(input_gates, h, c, recurrent_kernel, projection_kernel)
+    if len(kernels) == 2 or getattr(_AUTODIFF, "active", False):
+        return step(input_gates, h, c, *kernels[:2])[0]
+    return tf.custom_gradient(step)(input_gates, h, c, *kernels)

@@ -41,7 +41,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         inputs: float `(batch, num_tokens, projection_dim)`.
         mask: bool `(batch, num_tokens)`, True on real tokens, which come first in each row.
             Defaults to all True.
-        training: bool, enables dropout.
+        training: bool, enables dropout, and the faster hand-written gradient of the
+            LSTM step (inference gets plain ops; their gradients are the same).
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -130,7 +131,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in _DIRECTIONS]
             dropped = [self._dropout(x, training) for x in layer_inputs]
-            hs, states = _run_cells(cells, dropped, lengths, initial[layer], self.stateful)
+            hs, states = _run_cells(cells, dropped, lengths, initial[layer], self.stateful,
+                                    training)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -185,7 +187,7 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
 
 
-def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
+def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, training=False):
     """Runs independent cells over their own inputs in one time loop.
 
     Args:
@@ -195,18 +197,24 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
         initial_states: list of `(h, c)`, one per cell.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
+        training: bool, steps with the hand-written gradient (`step_kernels(training)`) and
+            per-step gate reads through a TensorArray; otherwise plain ops and slices.
 
     Returns:
         `(outputs, final_states)`: outputs a list of time-major `(T, batch, projection_dim)`,
         final states a list of `(h, c)`.
     """
     num_steps = tf.shape(inputs[0])[0]
-    # TensorArray reads (not slices of one tensor) keep the loop's gradient sparse per step.
-    gates = [tf.TensorArray(x.dtype, size=num_steps).unstack(cell.input_gates(x))
-             for cell, x in zip(cells, inputs)]  # each step (batch, 4 * units)
+    hand_gradient = training if isinstance(training, bool) else False  # a tensor: autodiff
+    gates = [cell.input_gates(x) for cell, x in zip(cells, inputs)]  # (T, batch, 4 * units)
+    if hand_gradient:
+        # TensorArray reads (not slices of one tensor) keep the loop's gradient sparse per
+        # step; inference reads slices and saves the TensorArray's copy of the whole tensor.
+        gates = [tf.TensorArray(g.dtype, size=num_steps).unstack(g) for g in gates]
+    else:
+        gates = [_SliceReader(g) for g in gates]
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps) for _ in cells]
-    kernels = [(tf.convert_to_tensor(cell.recurrent_kernel),
-                tf.convert_to_tensor(cell.projection_kernel)) for cell in cells]
+    kernels = [cell.step_kernels(hand_gradient) for cell in cells]
 
     def body(t, states, outputs):
         new_states, new_outputs = [], []
@@ -222,3 +230,13 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length):
     _, finals, outputs = tf.while_loop(
         lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs))
     return [o.stack() for o in outputs], finals  # each (T, batch, P)
+
+
+class _SliceReader:
+    """`read(t)` of a time-major tensor without copying it into a TensorArray."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def read(self, t):
+        return self.tensor[t]

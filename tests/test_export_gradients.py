@@ -112,11 +112,11 @@ def test_autodiff_step_traces_no_custom_gradient_and_gives_the_same_gradients():
     counts, grads = [], []
     for context in (contextlib.nullcontext, autodiff_step):
         with context():
-            graph = tf.function(lambda x: encoder(x, mask=mask)).get_concrete_function(
-                x).graph.as_graph_def()
+            graph = tf.function(lambda x: encoder(x, mask=mask, training=True)
+                                ).get_concrete_function(x).graph.as_graph_def()
             with tf.GradientTape() as tape:
                 tape.watch(x)
-                loss = tf.reduce_sum(encoder(x, mask=mask) * probe)
+                loss = tf.reduce_sum(encoder(x, mask=mask, training=True) * probe)
             grads.append(tape.gradient(loss, [x] + encoder.trainable_weights))
         nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
         counts.append(sum(n.op == "IdentityN" for n in nodes))

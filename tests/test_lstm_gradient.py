@@ -43,8 +43,10 @@ def _autodiff_encoder(encoder, x, lengths):
     return tf.stack(rows)
 
 
+@pytest.mark.parametrize("training", [True, False], ids=["hand-written", "inference-ops"])
 @pytest.mark.parametrize("clip", [3.0, 0.2])
-def test_custom_gradient_matches_autodiff(clip):
+def test_custom_gradient_matches_autodiff(clip, training):
+    """training=True: the hand-written step gradient; False: plain ops. Both equal autodiff."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2,
                                         cell_clip=clip, proj_clip=clip)
     rng = np.random.default_rng(0)
@@ -57,7 +59,7 @@ def test_custom_gradient_matches_autodiff(clip):
     probe = tf.constant(rng.normal(size=(2, 2, 4, 8)), tf.float32)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        ours = encoder(x, mask=mask)
+        ours = encoder(x, mask=mask, training=training)
         reference = _autodiff_encoder(encoder, x, lengths)
         loss_ours = tf.reduce_sum(ours * probe)
         loss_ref = tf.reduce_sum(reference * probe)
@@ -67,3 +69,22 @@ def test_custom_gradient_matches_autodiff(clip):
                               tape.gradient(loss_ref, targets), targets):
         np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4,
                                    err_msg=getattr(var, "path", "inputs"))
+
+
+def _op_counts(fn, x):
+    graph = tf.function(fn).get_concrete_function(x).graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    return {op: sum(n.op == op for n in nodes) for op in ("IdentityN", "Transpose")}
+
+
+def test_inference_traces_no_custom_gradient_and_no_kernel_copies():
+    """Inference runs plain ops; training steps get the hand-written gradient and one
+    transposed copy of each recurrent and projection kernel (4 cells x 2)."""
+    encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2)
+    x = tf.zeros((2, 3, 4))
+    encoder(x)
+    inference = _op_counts(lambda x: encoder(x, training=False), x)
+    training = _op_counts(lambda x: encoder(x, training=True), x)
+    assert inference["IdentityN"] == 0, inference
+    assert training["IdentityN"] > 0, training
+    assert training["Transpose"] - inference["Transpose"] == 2 * 4, (training, inference)
