@@ -97,3 +97,45 @@ def test_repeated_tokens_encoded_once_same_values_and_gradients():
     for got, want in zip(grads, grads_alone):
         np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(want),
                                    atol=1e-4)
+
+
+SHORT_SENTENCES = [["a", "<S>", "naïve", "中文"], ["cat", "", "😀", "to"]]  # longest: 7 slots
+
+
+@pytest.mark.parametrize("name", ["relu_h1", "tanh_h0", "no_projection"])
+def test_short_tokens_convolve_a_prefix_with_the_same_result(tmp_path, name):
+    """Without a long token in the batch the convolutions run over a prefix of the 50 char
+    slots (plus one window of padding per row); the result still equals the reference on
+    real tokens, and on "no token" rows equals the untruncated encoding (a batch that
+    also holds a 50-char token)."""
+    import tensorflow as tf
+
+    options = weight_fixtures.make_options(**VARIANTS[name])
+    bilm, arrays = _load(tmp_path, options, seed=3)
+    char_ids = ref.batch_char_ids(SHORT_SENTENCES)  # (2, 4, 50)
+    real = char_ids.any(axis=-1)
+    assert (char_ids[real][:, 8:] == char_ids[real][:, -1:]).all()  # the truncated case
+    got = np.asarray(bilm.token_embedder(char_ids))
+    np.testing.assert_allclose(got[real], ref.char_cnn(arrays, options, char_ids)[real],
+                               rtol=0, atol=ATOL)
+    long_row = ref.batch_char_ids([["x" * 60]])[:, :1]  # (1, 1, 50), every slot used
+    full = np.asarray(bilm.token_embedder(tf.concat(
+        [char_ids, np.repeat(long_row, 2, axis=0)], axis=1)))[:, :4]
+    np.testing.assert_allclose(got, full, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_filters_convolved_in_groups_match_reference(tmp_path, monkeypatch, group):
+    """Filter banks wider than MAX_CONV_FILTERS go through several convs (groups of 1 or 3
+    of the 4 and 8 filters here, one group of 3 left with 2): same numbers."""
+    from keras_elmo import char_cnn_embedder
+
+    monkeypatch.setattr(char_cnn_embedder, "MAX_CONV_FILTERS", group)
+    options = weight_fixtures.make_options(activation="tanh", n_highway=1)
+    bilm, arrays = _load(tmp_path, options, seed=7, cnn_scale=2.0)
+    char_ids = ref.batch_char_ids(SENTENCES)
+    got = np.asarray(bilm.token_embedder(char_ids))
+    expected = ref.char_cnn(arrays, options, char_ids)
+    real = char_ids.any(axis=-1)
+    np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
+    assert np.abs(expected[real]).max() > 0.1  # not a trivially small output
