@@ -29,6 +29,7 @@ from _common import print_load  # noqa: E402
 from train_throughput import TrainVariant  # noqa: E402
 
 from keras_elmo.characters import token_mask  # noqa: E402
+from keras_elmo.training.optimizers import SparseAdagrad, scale_gradient  # noqa: E402
 
 
 def part_functions(variant):
@@ -67,14 +68,16 @@ def part_functions(variant):
         return tape.gradient(loss, [hidden] + model.softmax.trainable_variables)
 
     variables = model.trainable_variables
-    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-             for g in variant.gradients()]
+    grads = variant.gradients()  # IndexedSlices for the softmax rows, as the step has them
+    if not isinstance(trainer.optimizer, SparseAdagrad):
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in grads]
 
     @tf.function
     def update():
         clipped, _ = tf.clip_by_global_norm(grads, trainer.config.all_clip_norm_val)
-        trainer.optimizer.apply([g * 0.0 for g in clipped], variables)  # weights unchanged
-        return clipped[0]
+        trainer.optimizer.apply([scale_gradient(g, 0.0) for g in clipped], variables)
+        return clipped[0]  # the weights stay unchanged: every gradient is scaled to 0
 
     def step():
         variant.step(1)
@@ -89,6 +92,8 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=55313)
     parser.add_argument("--negatives", type=int, default=None,
                         help="sampled-softmax negatives (default: the preset's)")
+    parser.add_argument("--optimizer", default="adagrad", choices=["adagrad", "preset"],
+                        help="adagrad (bilm-tf's, default) or the preset's own")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
@@ -96,7 +101,7 @@ def main(argv=None):
     print_load("before")
     with tempfile.TemporaryDirectory() as directory:
         variant = TrainVariant(args.size, args.vocab_size, args.batch, args.length, directory,
-                               negatives=args.negatives)
+                               negatives=args.negatives, optimizer=args.optimizer)
         parts = part_functions(variant)
         for fn in parts.values():  # trace + warm up
             fn()

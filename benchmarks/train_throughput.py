@@ -74,12 +74,15 @@ def make_batch(vocab_size, batch, length, seed=0):
 class TrainVariant:
     """A preset's `Trainer` and the closure that runs `steps` training steps."""
 
-    def __init__(self, size, vocab_size, batch, length, directory, negatives=None):
+    def __init__(self, size, vocab_size, batch, length, directory, negatives=None,
+                 optimizer="adagrad"):
         vocab = Vocabulary(list(SPECIAL_TOKENS) + [f"w{i}" for i in range(3, vocab_size)])
         changes = dict(n_tokens_vocab=vocab_size, max_sentence_tokens=max(length - 2, 1),
                        batch_tokens=max(batch * length, length))
         if negatives is not None:
             changes["n_negative_samples_batch"] = negatives
+        if optimizer == "adagrad":  # bilm-tf's optimizer and learning rate
+            changes.update(optimizer="adagrad", learning_rate=0.2)
         self.config = TrainingConfig.preset(size).replace(**changes)
         self.name = size
         self.tokens_per_step = batch * length
@@ -135,6 +138,9 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=32, help="sentences per step (32)")
     parser.add_argument("--length", type=int, default=20,
                         help="positions per sentence, <S> and </S> included (20)")
+    parser.add_argument("--optimizer", default="adagrad", choices=["adagrad", "preset"],
+                        help="adagrad (bilm-tf's, default: like for like with its training) "
+                             "or each preset's own (small: Adam)")
     parser.add_argument("--steps", type=int, default=2, help="steps per timed repeat")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median shown)")
     args = parser.parse_args(argv)
@@ -148,7 +154,8 @@ def main(argv=None):
         for size in args.sizes:
             start = time.perf_counter()
             variants.append(TrainVariant(size, args.vocab_size, args.batch, args.length,
-                                         os.path.join(directory, size), args.negatives))
+                                         os.path.join(directory, size), args.negatives,
+                                         args.optimizer))
             print(f"built + traced {size} in {time.perf_counter() - start:.1f} s", flush=True)
         rates = {v.name: [] for v in variants}
         matmul = []
@@ -172,7 +179,8 @@ def main(argv=None):
                    else "full")
         model_rate = 3 * forward_flops_per_token(variant.config) * median / 1e9
         print(f"  {variant.name:9s} {median:10,.0f} tokens/s (spread {min(values):,.0f}-"
-              f"{max(values):,.0f}); softmax {softmax}; ~{model_rate:,.1f} model GFLOP/s = "
+              f"{max(values):,.0f}); softmax {softmax}; {variant.config.optimizer}; "
+              f"~{model_rate:,.1f} model GFLOP/s = "
               f"{model_rate / med_matmul:.0%} of the matmul rate")
     return 0
 

@@ -1,0 +1,105 @@
+"""Products of the LSTM backward pass with a transposed operand vs a contiguous transposed copy.
+
+The gradient of `y = x W` with respect to `x` is `dy W^T`. Written as
+`tf.matmul(dy, W, transpose_b=True)` it ran 2-5x slower on this CPU than
+`tf.matmul(dy, W_t)` with `W_t = tf.transpose(W)` made once, at the row counts of one LSTM
+time step (batch 32 or 1); at hundreds of rows the gap is small. This script times, for the
+per-step backward products of the small (512/128) and published (4096/512) LSTM:
+
+- `transpose_b`: `tf.matmul(a, b, transpose_b=True)`;
+- `contiguous`:  `tf.matmul(a, b_t)` with the copy made beforehand (what the step uses);
+- `copy`:        one `tf.transpose(b)` (paid once per loop, not per step).
+
+Each timing is a `tf.function` running the product `--inner` times; the variants are
+interleaved and repeated (median and range). `keras_elmo.LSTMProjectionCell.step_kernels`
+makes the copies for training.
+
+Example:
+    python benchmarks/matmul_layouts.py
+    python benchmarks/matmul_layouts.py --sizes published --batch 1 --repeats 7
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from _common import print_load  # noqa: E402
+
+#: (rows of the product, `(units, projection)`) per preset: the step's shapes.
+_SIZES = {"small": (512, 128), "published": (4096, 512)}
+
+
+def products(units, projection, batch):
+    """`{name: (a_shape, b_shape)}` of the step gradient's `a @ b^T` products."""
+    return {
+        "dz @ W_h^T": ((batch, 4 * units), (projection, 4 * units)),
+        "dh @ W_p^T": ((batch, projection), (units, projection)),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["small", "published"],
+                        choices=sorted(_SIZES))
+    parser.add_argument("--batch", type=int, default=32, help="rows of one step (32)")
+    parser.add_argument("--inner", type=int, default=20, help="products per timing (20)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")
+    args = parser.parse_args(argv)
+    print_load("before")
+    import tensorflow as tf
+
+    def timed(fn, *tensors):
+        @tf.function
+        def loop(*xs):
+            total = tf.zeros(())
+            for _ in tf.range(args.inner):
+                total += tf.reduce_sum(fn(*xs)[:1, :1])
+            return total
+
+        loop(*tensors).numpy()  # trace + warm up
+        return lambda: _seconds(loop, tensors) / args.inner
+
+    cases = {}
+    for size in args.sizes:
+        units, projection = _SIZES[size]
+        for name, (a_shape, b_shape) in products(units, projection, args.batch).items():
+            a, b = tf.random.normal(a_shape), tf.random.normal(b_shape)
+            b_t = tf.transpose(b)
+            label = f"{size} {name} ({a_shape[0]}x{a_shape[1]} @ {b_shape[1]}x{b_shape[0]})"
+            cases[label] = {
+                "transpose_b": timed(lambda x, y: tf.matmul(x, y, transpose_b=True), a, b),
+                "contiguous": timed(tf.matmul, a, b_t),
+                "copy": timed(tf.transpose, b),
+            }
+    samples = {(c, v): [] for c, variants in cases.items() for v in variants}
+    for _ in range(args.repeats):
+        for case, variants in cases.items():
+            for variant, run in variants.items():
+                samples[(case, variant)].append(run())
+    print_load("after")
+    for case in cases:
+        med = {v: statistics.median(samples[(case, v)]) for v in cases[case]}
+        spread = {v: (min(samples[(case, v)]), max(samples[(case, v)])) for v in cases[case]}
+        print(f"{case}:")
+        for variant, seconds in med.items():
+            low, high = spread[variant]
+            print(f"  {variant:12s} {1e6 * seconds:9.1f} us (range {1e6 * low:.1f}.."
+                  f"{1e6 * high:.1f})")
+        print(f"  transpose_b / contiguous: {med['transpose_b'] / med['contiguous']:.2f}x")
+    return 0
+
+
+def _seconds(fn, tensors):
+    start = time.perf_counter()
+    fn(*tensors).numpy()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    sys.exit(main())
