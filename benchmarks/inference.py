@@ -10,6 +10,24 @@ best-of (fastest call / fastest matmul: the least load-sensitive on a busy machi
 The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
 CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
 
+Weights (`--weights`): `file` (default) loads them as a user does, `BiLM.from_weights` on
+an options.json + weights.hdf5 written by our own writer (`save_published`) in a child
+process (so the writer's memory is not counted here) and kept in `--weights-dir` for the
+next run; `random` builds the model with its random initialisers.
+
+Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): the resident size right after
+`import tensorflow, keras` (the floor no model can go below: mostly TensorFlow's own code
+and data), the size of the weights, then the peak of each stage (loading, the first calls
+of each batch size, the probes, the timed calls) and the process's peak, the largest of
+them. `keras_elmo.process_memory.limit_malloc_retention()` runs first, as in the
+`keras-elmo` command line (`--malloc default` leaves glibc's allocator as it is).
+
+Batch 1 is bound by streaming the recurrent weights from memory (every step reads each
+direction's and layer's `W_h` `(P, 4D)` and `W_P` `(D, P)` once; the input product is one
+matmul per call). A sum over exactly those weights, timed between the calls, gives the
+streaming rate; `bytes per position / rate` is the batch-1 bound, reported with the
+fraction of it reached.
+
 Analytic FLOPs (a multiply-add = 2 FLOPs; element-wise ops, gathers and the max-pool are
 not counted), per position the model processes (each sentence's tokens plus <S>, </S>):
 
@@ -28,6 +46,7 @@ Example:
     python benchmarks/inference.py                   # published size, batch 1 and 32
     python benchmarks/inference.py --config small --batch-sizes 1 8 32 --repeats 7
     python benchmarks/inference.py --breakdown       # also time char CNN and biLSTM alone
+    python benchmarks/inference.py --batch-sizes 1 --weights random  # batch 1 only, no file
 """
 
 import argparse
@@ -36,14 +55,23 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
 
-from _common import (MatmulProbe, format_samples, median_spread, peak_memory_mb,  # noqa: E402
-                     print_load, report, time_call)
+from _common import (MatmulProbe, format_samples, median_spread, print_load,  # noqa: E402
+                     report, time_call)
+from _memory import MemoryStages, StreamingProbe  # noqa: E402
 
 _CONFIGS = ("published", "small", "tiny")
 #: Character lengths of English tokens (punctuation included), roughly as in running text.
 _TOKEN_LENGTHS = list(range(1, 14))
 _LENGTH_WEIGHTS = [16, 17, 20, 15, 10, 8, 7, 4, 3, 2, 1, 0.6, 0.4]
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_MIB = float(1 << 20)
+#: Below this many bytes of recurrent weights, the caches hold them (32 MiB L3 here).
+_CACHE_BYTES = 64 << 20
+_PROBES = ("matmul probe", "streaming probe", "timed calls")
+#: Run in a child process: writes a random-weight model in the published layout.
+_WRITE_MODEL = ("import sys, keras_elmo; from keras_elmo.weight_file import save_published; "
+                "save_published(keras_elmo.BiLM(getattr(keras_elmo.BiLMOptions, sys.argv[1])())"
+                ", sys.argv[2])")
 
 
 def flops_per_position(options):
@@ -85,6 +113,15 @@ def parse_args(argv):
                         help="timed calls per batch size, interleaved (5)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the char CNN and the biLSTM alone (at each batch size)")
+    parser.add_argument("--weights", default="file", choices=("file", "random"),
+                        help="file: load a weights.hdf5 written by save_published, as a user "
+                             "does (default); random: random initialisers, no file")
+    parser.add_argument("--weights-dir", default=None,
+                        help="where --weights file keeps its model (default: "
+                             "$TMPDIR/keras-elmo-bench-CONFIG; written once)")
+    parser.add_argument("--malloc", default="limited", choices=("limited", "default"),
+                        help="limited: keras_elmo.process_memory.limit_malloc_retention() "
+                             "first, as the command line does (default); default: glibc as is")
     args = parser.parse_args(argv)
     for name in ("length", "repeats"):
         if getattr(args, name) < 1:
@@ -94,17 +131,47 @@ def parse_args(argv):
     return args
 
 
+def published_files(config, directory):
+    """`(options.json, weights.hdf5)` of a random `config` model written by our own writer
+    (in a child process, once; reused when present)."""
+    import subprocess
+    import tempfile
+
+    directory = directory or os.path.join(tempfile.gettempdir(), f"keras-elmo-bench-{config}")
+    options_file, weight_file = (os.path.join(directory, n) for n in ("options.json",
+                                                                       "weights.hdf5"))
+    if not (os.path.isfile(options_file) and os.path.isfile(weight_file)):
+        subprocess.run([sys.executable, "-c", _WRITE_MODEL, config, directory], check=True)
+    return options_file, weight_file
+
+
 def main(argv=None):
     args = parse_args(argv)
     print_load("before")
+    stages = MemoryStages()
+    if args.malloc == "limited":
+        from keras_elmo.process_memory import limit_malloc_retention
+
+        limit_malloc_retention()
+    if args.weights == "file":
+        files = published_files(args.config, args.weights_dir)
+    stages.mark("python start")
 
     import numpy as np
     import tensorflow as tf
+    import keras  # noqa: F401  (counted in the floor, as any Keras user imports it)
 
     import keras_elmo
 
+    stages.mark("import tensorflow + keras (the floor)")
     options = getattr(keras_elmo.BiLMOptions, args.config)()
-    bilm = keras_elmo.BiLM(options)
+    if args.weights == "file":
+        bilm = keras_elmo.BiLM.from_weights(*files)
+        stages.mark(f"BiLM.from_weights ({files[1]})")
+    else:
+        bilm = keras_elmo.BiLM(options)
+        stages.mark("BiLM with random weights")
+    weight_bytes = sum(int(np.prod(v.shape)) * 4 for v in bilm.weights)
     flops = flops_per_position(options)
     positions = args.length + 2  # <S> and </S> are processed too
     rng = np.random.default_rng(0)
@@ -127,16 +194,24 @@ def main(argv=None):
                 flops["char_cnn"] + flops["highway"] + flops["projection"])
             variants[f"batch {b} biLSTM"] = (encode_context, vectors, b, flops["bilstm"])
 
-    for fn, x, _, _ in variants.values():  # warm-up: trace and one run each
+    for name, (fn, x, _, _) in variants.items():  # warm-up: trace and one run each
         fn(x)
         fn(x)
+        stages.mark(f"{name}: first two calls")
     probe = MatmulProbe()
+    stages.mark("matmul probe")
+    cells = [c for d in bilm.contextual_encoder.cells.values() for c in d]
+    stream = StreamingProbe([w for c in cells for w in (c.recurrent_kernel,
+                                                       c.projection_kernel)])
+    stages.mark("streaming probe")
     seconds = {name: [] for name in variants}
     paired = {name: [] for name in variants}  # the matmul sample taken right after each call
     for _ in range(args.repeats):
         for name, (fn, x, _, _) in variants.items():
             seconds[name].append(time_call(fn, x))
             paired[name].append(probe.sample())
+            stream.sample()
+    stages.mark("timed calls")
 
     matmul_rate = median_spread(probe.samples)[0]
     report("config", f"{args.config} ({options.lstm_units} units, {options.projection_dim} "
@@ -162,7 +237,28 @@ def main(argv=None):
                format_samples(fractions, "%", 0))
         report(f"{name} best-of fraction", f"{max(gflops) / max(probe.samples):.0%} "
                "(fastest call / fastest matmul sample)")
-    report("peak memory", f"{peak_memory_mb():.0f} MB")
+    stream_rate = median_spread(stream.samples)[0]
+    report("memory streaming (sum over the recurrent weights)",
+           format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")
+    if 1 in args.batch_sizes:
+        bound = stream_rate * 1e9 / stream.total_bytes * args.length / positions
+        reached = median_spread([args.length / s for s in seconds["batch 1"]])[0]
+        report("batch 1 bound (recurrent weights per position / streaming rate)",
+               f"{stream.total_bytes / 1e6:.0f} MB per position -> {bound:.1f} tokens/s; "
+               f"reached {reached:.1f} tokens/s = {reached / bound:.0%} of the bound" +
+               (" (weights fit in the caches here: no memory bound)"
+                if stream.total_bytes < _CACHE_BYTES else ""))
+    report("memory weights (float32)", f"{weight_bytes / _MIB:.0f} MiB "
+           f"({weight_bytes / 1e6:.0f} MB, {weight_bytes // 4:,} parameters)")
+    for name, text in stages.lines():
+        report(f"memory {name}", text)
+    floor = dict(stages.stages)["import tensorflow + keras (the floor)"]["rss"]
+    model_peak = max(f["peak"] for name, f in stages.stages if not name.endswith(_PROBES))
+    report("peak memory of the model (loading and calls, probes excluded)",
+           f"{model_peak:.0f} MiB (floor after import {floor:.0f} + weights "
+           f"{weight_bytes / _MIB:.0f} = {floor + weight_bytes / _MIB:.0f} MiB)")
+    report("peak memory", f"{stages.peak_mib():.0f} MiB (whole process, with the matmul "
+           "probe's 2048^2 operands)")
     print_load("after")
     return 0
 

@@ -99,6 +99,9 @@ def run(args):
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device if args.cuda_device >= 0
                                                  else -1)
 
+    from keras_elmo.process_memory import limit_malloc_retention
+
+    limit_malloc_retention()  # large freed buffers go back to the OS (see process_memory)
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,

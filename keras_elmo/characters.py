@@ -16,6 +16,8 @@ Example:
 [259, 98, 260, 261]
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from keras import ops
@@ -98,8 +100,18 @@ def batch_to_ids(sentences, max_characters_per_token=constants.MAX_CHARACTERS_PE
     ids = np.zeros((len(sentences), max_len, length), dtype=np.int32)
     for i, sentence in enumerate(sentences):
         for k, token in enumerate(sentence):
-            ids[i, k] = token_to_char_ids(token, length)
+            ids[i, k] = (_cached_char_ids(token, length) if isinstance(token, str)
+                         else token_to_char_ids(token, length))
     return ids
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cached_char_ids(token, length):
+    """`token_to_char_ids` of a str token as a read-only int32 array, remembered: text
+    repeats its frequent words, which then cost a lookup (a few MB for 65,536 tokens)."""
+    row = np.asarray(token_to_char_ids(token, length), np.int32)
+    row.flags.writeable = False
+    return row
 
 
 def tf_token_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):

@@ -124,3 +124,14 @@ def test_invalid_utf8_bytes_dropped_before_cut():
         assert list(token_to_char_ids(token)) == want
     graph = tf_token_char_ids(tf.constant([surrogate, garbage_first])).numpy()
     np.testing.assert_array_equal(graph, np.array(expected))
+
+
+def test_batch_to_ids_of_repeated_tokens_is_exact_and_fresh():
+    """Remembered rows of frequent tokens: same ids as the first time, and a caller that
+    edits the returned array never changes the next batch."""
+    first = batch_to_ids([["the", "cat"], ["the"]])
+    assert first[0, 0].tolist() == first[1, 0].tolist() == [259, 117, 105, 102, 260] + [261] * 45
+    first[0, 0] = 0
+    again = batch_to_ids([["the"]], 8)
+    assert again[0, 0].tolist() == [259, 117, 105, 102, 260, 261, 261, 261]
+    assert batch_to_ids([["the"]])[0, 0, :5].tolist() == [259, 117, 105, 102, 260]

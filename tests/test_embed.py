@@ -195,3 +195,59 @@ def test_console_exit_code_and_stderr_in_a_subprocess(tmp_path, text_file):
     assert result.stderr.strip().splitlines() == [
         f"keras-elmo embed: error: model directory not found: {tmp_path / 'nope'} does not "
         "exist; expected a directory with options.json and weights.hdf5."]
+
+
+def test_length_sorting_changes_nothing_but_the_order(model, tmp_path):
+    """Sorting a window by length regroups the batches; each line keeps its own vectors
+    (same as running it alone, and as file-order batches) under its own key."""
+    _, bilm = model
+    lengths = [7, 1, 5, 0, 9, 2, 6, 3, 8, 4, 1, 9]
+    lines = [" ".join(f"w{i}x{k}" for k in range(n)) for i, n in enumerate(lengths)]
+    keyed = [(i, line.split()) for i, line in enumerate(lines)]
+    file_order = {k: v for k, _, v in BiLMRunner(bilm, batch_size=3, sort_batches=1)
+                  .iter_layers(keyed)}
+    runner = BiLMRunner(bilm, batch_size=3, sort_batches=4)  # one window of 12: sorted
+    batches = list(runner.iter_batches(keyed))
+    assert [len(s) for _, sentences, _ in batches for s in sentences] == sorted(lengths)
+    assert batches[0][2].shape[2] == 1 and batches[-1][2].shape[2] == 9  # padding follows
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = str(tmp_path / "out.hdf5")
+    embed_file(bilm, str(path), out, batch_size=3, progress=False)
+    with h5py.File(out, "r") as f:
+        index = json.loads(f["sentence_to_index"][0])
+        for i, line in enumerate(lines):
+            assert index[line] == str(i)
+            alone = _expected(bilm, line)  # (L + 1, n, 2P)
+            assert f[str(i)].shape == alone.shape == (3, lengths[i], 16)
+            np.testing.assert_allclose(f[str(i)][...], alone, atol=ATOL, rtol=0)
+            np.testing.assert_allclose(file_order[i], alone, atol=ATOL, rtol=0)
+
+
+def test_embed_command_limits_malloc_retention(model, text_file, tmp_path, capsys,
+                                               monkeypatch):
+    from keras_elmo import process_memory
+
+    calls = []
+    monkeypatch.setattr(process_memory, "limit_malloc_retention", lambda: calls.append(1))
+    assert _run(capsys, model[0], text_file, str(tmp_path / "o.hdf5"))[0] == 0
+    assert calls == [1]
+
+
+def test_runners_of_one_bilm_share_one_trace(model, text_file, tmp_path):
+    """Every file embedded with the same biLM reuses the first trace (any batch size)."""
+    _, bilm = model
+    first, second = BiLMRunner(bilm, batch_size=2), BiLMRunner(bilm, batch_size=5)
+    assert first._infer is second._infer
+    for size in (2, 3):
+        embed_file(bilm, text_file, str(tmp_path / f"o{size}.hdf5"), batch_size=size,
+                   progress=False)
+    assert first._infer.experimental_get_tracing_count() == 1
+
+
+def test_a_failing_batch_in_the_worker_reaches_the_caller(model):
+    _, bilm = model
+    runner = BiLMRunner(bilm, batch_size=1, sort_batches=1)
+    batches = runner.iter_batches([(0, ["a"]), (1, [7])])  # 7 is not a token
+    with pytest.raises(ValueError, match="A token must be str or bytes; received int"):
+        list(batches)

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import weight_fixtures
 from keras_elmo.bilm import BiLM
@@ -147,3 +148,51 @@ def test_bad_json_refused(tmp_path, tiny_model_dir):
     bad.write_text('{"lstm": {"dim": 12,, }', encoding="utf-8")
     with pytest.raises(ValueError, match="options.json"):
         BiLM.from_weights(str(bad), tiny_model_dir.weight_file)
+
+
+def test_loading_in_blocks_of_rows_is_exact(tmp_path, monkeypatch):
+    """Blocks of one row (the path a published-size matrix takes): still bit for bit."""
+    from keras_elmo import weight_file
+
+    monkeypatch.setattr(weight_file, "_BLOCK_BYTES", 1)
+    assert weight_file._block_rows((20, 48)) == 1
+    options = weight_fixtures.make_options()
+    arrays = weight_fixtures.random_weight_arrays(options, seed=11)
+    options_file, path = weight_fixtures.write_model_dir(str(tmp_path / "in"), options, arrays)
+    bilm = BiLM.from_weights(options_file, path)
+    cell = bilm.contextual_encoder.cells["backward"][1]
+    w_0 = arrays["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"]  # (P + P, 4D), gates i, j, f, o
+    d = 12
+    i, j, f, o = (w_0[8:, k * d:(k + 1) * d] for k in range(4))
+    np.testing.assert_array_equal(cell.recurrent_kernel.numpy(), np.concatenate([i, f, j, o], 1))
+    out = str(tmp_path / "out.hdf5")
+    save_bilm_weights(bilm, out)
+    _assert_same_arrays(weight_fixtures.read_hdf5_datasets(out), arrays)
+    # Reads share the variable's buffer: no variable was left in TensorFlow's copy-on-read
+    # mode (which sliced assignment causes, and which copies the matrix at every read).
+    for variable in bilm.weights:
+        reads = [np.from_dlpack(tf.convert_to_tensor(variable.value)) for _ in range(2)]
+        addresses = {r.__array_interface__["data"][0] for r in reads}
+        assert len(addresses) == 1, f"{variable.path} is copied at every read"
+        # The loader hands over its arrays without a copy: they must suit TF's kernels.
+        assert addresses.pop() % 64 == 0, f"{variable.path} is not 64-byte aligned"
+
+
+def test_a_refused_file_assigns_nothing(tmp_path):
+    """Values are checked before any weight is assigned: a NaN in the last LSTM dataset
+    leaves a loaded model exactly as it was."""
+    from keras_elmo.weight_file import load_bilm_weights
+
+    options = weight_fixtures.make_options()
+    good = weight_fixtures.random_weight_arrays(options, seed=12)
+    options_file, good_path = weight_fixtures.write_model_dir(str(tmp_path / "good"), options,
+                                                              good)
+    bilm = BiLM.from_weights(options_file, good_path)
+    before = [v.numpy().copy() for v in bilm.weights]
+    bad = weight_fixtures.random_weight_arrays(options, seed=13)
+    bad["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0"][2, 3] = np.nan
+    _, bad_path = weight_fixtures.write_model_dir(str(tmp_path / "bad"), options, bad)
+    with pytest.raises(ValueError, match="W_P_0' holds 1 non-finite values"):
+        load_bilm_weights(bilm, bad_path)
+    for variable, value in zip(bilm.weights, before):
+        np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)

@@ -1,0 +1,167 @@
+"""Rate of embedding a file (`keras-elmo embed`'s path) against the model's own rate.
+
+One process, one biLM (loaded with `BiLM.from_weights` from a file written by our own
+writer, like `inference.py --weights file`), one text file of `--sentences` lines of
+realistic, varying lengths (lengths drawn from a log-normal with median `--median-length`
+tokens, 1..`--max-length`; words drawn Zipf-like from a vocabulary of random words of
+realistic character lengths, so that a batch repeats words as text does). In interleaved
+rounds (`--repeats`), with a 2048^3 matmul sample after each timed pass:
+
+    model alone      the biLM's `tf.function` on pre-built char-id batches of `--batch-size`
+                     sentences, formed as the embed path forms them (length-sorted within
+                     windows); outputs fetched to numpy. Nothing else is timed.
+    model, file order  (with `--file-order`) the same, batches in the file's order: what
+                     sorting by length saves.
+    embed file       `keras_elmo.embedding.embed_file.embed_file` on the text file, all
+                     layers, `--batch-size`: reading, tokenising, char ids, length
+                     bucketing, the model, HDF5 writing and `sentence_to_index` included
+                     (what `keras-elmo embed` runs after loading the model).
+
+Rates are the caller's tokens per second (the sentences' tokens; <S> and </S> not
+counted); the ratio is embed file / model alone, per round and of the medians. The issue's
+target: >= 90% at batch 32.
+
+Example:
+    python benchmarks/embed_rate.py                               # published size, batch 32
+    python benchmarks/embed_rate.py --config small --sentences 1000 --repeats 5 --file-order
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
+
+from _common import MatmulProbe, format_samples, median_spread, print_load, report, time_call  # noqa: E402,E501
+from inference import published_files, random_sentences  # noqa: E402
+
+_CONFIGS = ("published", "small", "tiny")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="published", choices=_CONFIGS,
+                        help="BiLMOptions preset (default: published)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per call (32)")
+    parser.add_argument("--sentences", type=int, default=160, help="lines of the file (160)")
+    parser.add_argument("--median-length", type=int, default=20,
+                        help="median tokens per sentence (20)")
+    parser.add_argument("--max-length", type=int, default=80, help="longest sentence (80)")
+    parser.add_argument("--vocab-size", type=int, default=5000, help="distinct words (5000)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (5)")
+    parser.add_argument("--file-order", action="store_true",
+                        help="also time the model on batches in the file's order (slow)")
+    parser.add_argument("--weights-dir", default=None,
+                        help="model kept between runs (default: $TMPDIR/keras-elmo-bench-CONFIG)")
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "sentences", "median_length", "max_length", "vocab_size",
+                 "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1; received "
+                         f"{getattr(args, name)}")
+    return args
+
+
+def corpus(num_sentences, median_length, max_length, vocab_size, rng):
+    """`num_sentences` token lists: log-normal lengths, Zipf-like words (p ~ 1 / rank)."""
+    import numpy as np
+
+    words = [w[0] for w in random_sentences(vocab_size, 1, rng)]
+    p = 1.0 / np.arange(1, vocab_size + 1)
+    lengths = np.clip(np.round(median_length * rng.lognormal(0.0, 0.5, num_sentences)),
+                      1, max_length).astype(int)
+    return [[words[i] for i in rng.choice(vocab_size, size=n, p=p / p.sum())] for n in lengths]
+
+
+def model_batches(runner, sentences, sort):
+    """Char-id tensors of the batches the embed path forms (`sort`) or in file order."""
+    import tensorflow as tf
+
+    order = list(enumerate(sentences))
+    window = runner.batch_size * runner.sort_batches
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start:start + window]
+        if sort:
+            chunk.sort(key=lambda item: len(item[1]))
+        for b in range(0, len(chunk), runner.batch_size):
+            batch = [tokens for _, tokens in chunk[b:b + runner.batch_size]]
+            batches.append(tf.constant(runner._char_ids(batch)))
+    return batches
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print_load("before")
+    from keras_elmo.process_memory import limit_malloc_retention
+
+    limit_malloc_retention()  # as the command line does
+    files = published_files(args.config, args.weights_dir)
+    import numpy as np
+
+    import keras_elmo
+    from keras_elmo.embedding.bilm_runner import BiLMRunner
+    from keras_elmo.embedding.embed_file import embed_file
+
+    bilm = keras_elmo.BiLM.from_weights(*files)
+    rng = np.random.default_rng(0)
+    sentences = corpus(args.sentences, args.median_length, args.max_length, args.vocab_size,
+                       rng)
+    num_tokens = sum(map(len, sentences))
+    scratch = tempfile.TemporaryDirectory(prefix="keras-elmo-embed-rate-")
+    text_file = os.path.join(scratch.name, "sentences.txt")
+    with open(text_file, "w", encoding="utf-8") as handle:
+        handle.writelines(" ".join(s) + "\n" for s in sentences)
+    output = os.path.join(scratch.name, "elmo.hdf5")
+
+    runner = BiLMRunner(bilm, batch_size=args.batch_size)
+    sorted_batches = model_batches(runner, sentences, sort=True)
+    file_batches = model_batches(runner, sentences, sort=False) if args.file_order else None
+
+    def model_alone(batches):
+        for ids in batches:
+            runner._infer(ids).numpy()
+
+    def embed():
+        embed_file(bilm, text_file, output, batch_size=args.batch_size, output="all",
+                   progress=False)
+
+    variants = {"model alone": (model_alone, sorted_batches), "embed file": (embed,)}
+    if args.file_order:
+        variants["model, file order"] = (model_alone, file_batches)
+    for fn, *x in variants.values():  # warm-up: every shape traced once
+        fn(*x)
+    probe = MatmulProbe()
+    seconds = {name: [] for name in variants}
+    for _ in range(args.repeats):
+        for name, (fn, *x) in variants.items():
+            seconds[name].append(time_call(fn, *x))
+            probe.sample()
+
+    rates = {name: [num_tokens / s for s in samples] for name, samples in seconds.items()}
+    report("config", f"{args.config}, batch {args.batch_size}")
+    report("file", f"{args.sentences} sentences, {num_tokens} tokens (lengths "
+           f"{min(map(len, sentences))}..{max(map(len, sentences))}, median "
+           f"{int(np.median([len(s) for s in sentences]))})")
+    report("matmul 2048^3 float32", format_samples(probe.samples, "GFLOP/s"))
+    for name, samples in rates.items():
+        report(f"{name} tokens/s", format_samples(samples, "tokens/s"))
+    ratios = [100 * e / m for e, m in zip(rates["embed file"], rates["model alone"])]
+    median_ratio = 100 * median_spread(rates["embed file"])[0] / median_spread(
+        rates["model alone"])[0]
+    report("embed file / model alone", f"{median_ratio:.0f}% of the medians; per round "
+           + format_samples(ratios, "%", 0))
+    if args.file_order:
+        sorting = [100 * s / f for s, f in zip(rates["model alone"],
+                                               rates["model, file order"])]
+        report("model, sorted / file order", format_samples(sorting, "%", 0))
+    scratch.cleanup()
+    print_load("after")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
