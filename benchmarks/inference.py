@@ -164,6 +164,12 @@ def main(argv=None):
     import keras_elmo
 
     stages.mark("import tensorflow + keras (the floor)")
+    from keras_elmo.process_memory import tensorflow_allocator
+
+    allocator = tensorflow_allocator()
+    print(f"allocator of large tensors: {allocator}" + (
+        " (oneDNN's pool keeps freed blocks: TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 returns them)"
+        if allocator == "onednn-pool" else ""))
     options = getattr(keras_elmo.BiLMOptions, args.config)()
     if args.weights == "file":
         bilm = keras_elmo.BiLM.from_weights(*files)

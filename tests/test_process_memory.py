@@ -50,3 +50,23 @@ def test_threshold_out_of_range_is_refused(bad):
     with pytest.raises(ValueError, match=r"131072 \(128 KiB\) to 33554432 \(32 MiB\); "
                                          f"received {bad!r}"):
         limit_malloc_retention(bad)
+
+
+_ALLOCATOR = r"""
+from keras_elmo.process_memory import tensorflow_allocator
+print(tensorflow_allocator())
+"""
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "system"),
+    ({"TF_ENABLE_ONEDNN_OPTS": "1", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}, "onednn-system"),
+    ({"TF_ENABLE_ONEDNN_OPTS": "1", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}, "onednn-pool"),
+])
+def test_tensorflow_allocator_follows_the_onednn_switches(env, expected):
+    import os
+
+    done = subprocess.run([sys.executable, "-c", _ALLOCATOR], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == expected
