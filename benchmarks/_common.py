@@ -29,6 +29,16 @@ MATMUL_SIZE = 2048
 
 
 # --- machine load --------------------------------------------------------------------------
+def doc_parser(doc):
+    """An `argparse.ArgumentParser` from a benchmark's module docstring: its first line is
+    the description, its text after "Example:" the epilog of `--help`."""
+    import argparse
+
+    return argparse.ArgumentParser(
+        description=doc.split("\n")[0], epilog="Example:" + doc.split("Example:")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def machine_load():
     """`(load_1min, load_5min, load_15min)` from `os.getloadavg()`."""
     return os.getloadavg()

@@ -26,23 +26,21 @@ Example:
     python benchmarks/embed_rate.py --config small --sentences 1000 --repeats 5 --file-order
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
 
-from _common import MatmulProbe, format_samples, median_spread, print_load, report, time_call  # noqa: E402,E501
+from _common import (  # noqa: E402
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 from inference import published_files, random_sentences  # noqa: E402
 
 _CONFIGS = ("published", "small", "tiny")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--config", default="published", choices=_CONFIGS,
                         help="BiLMOptions preset (default: published)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per call (32)")

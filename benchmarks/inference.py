@@ -49,14 +49,13 @@ Example:
     python benchmarks/inference.py --batch-sizes 1 --weights random  # batch 1 only, no file
 """
 
-import argparse
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
 
-from _common import (MatmulProbe, format_samples, median_spread, print_load,  # noqa: E402
-                     report, time_call)
+from _common import (  # noqa: E402
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 from _memory import MemoryStages, StreamingProbe  # noqa: E402
 
 _CONFIGS = ("published", "small", "tiny")
@@ -101,9 +100,7 @@ def random_sentences(batch_size, length, rng):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--config", default="published", choices=_CONFIGS,
                         help="BiLMOptions preset (default: published, 2x4096_512_2048cnn)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32],

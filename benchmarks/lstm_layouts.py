@@ -20,20 +20,17 @@ Example:
     python benchmarks/lstm_layouts.py --batch-size 1 --repeats 9
 """
 
-import argparse
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
 
-from _common import (MatmulProbe, format_samples, median_spread, print_load,  # noqa: E402
-                     report, time_call)
+from _common import (  # noqa: E402
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--units", type=int, default=4096, help="LSTM units D (4096)")
     parser.add_argument("--projection-dim", type=int, default=512,
                         help="projection size P, also the input size (512)")

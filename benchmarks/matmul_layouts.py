@@ -19,7 +19,6 @@ Example:
     python benchmarks/matmul_layouts.py --sizes published --batch 1 --repeats 7
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -27,7 +26,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from _common import print_load  # noqa: E402
+from _common import doc_parser, print_load  # noqa: E402
 
 #: (rows of the product, `(units, projection)`) per preset: the step's shapes.
 _SIZES = {"small": (512, 128), "published": (4096, 512)}
@@ -42,9 +41,7 @@ def products(units, projection, batch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--sizes", nargs="+", default=["small", "published"],
                         choices=sorted(_SIZES))
     parser.add_argument("--batch", type=int, default=32, help="rows of one step (32)")

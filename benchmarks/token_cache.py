@@ -22,23 +22,21 @@ Example:
     python benchmarks/token_cache.py --configs small --repeats 9 --oov-rate 0.05
 """
 
-import argparse
 import os
 import statistics
 import sys
 import time
 
 
-from _common import format_samples, peak_memory_mb, print_load, report, time_call  # noqa: E402
+from _common import (doc_parser, format_samples, peak_memory_mb, print_load, report,  # noqa: E402
+                     time_call)
 from inference import random_sentences  # noqa: E402
 
 _CONFIGS = ("published", "small", "tiny")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], epilog="Example:" + __doc__.split("Example:")[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = doc_parser(__doc__)
     parser.add_argument("--configs", nargs="+", default=["small", "published"],
                         choices=_CONFIGS, help="BiLMOptions presets (default: small published)")
     parser.add_argument("--vocab-size", type=int, default=10000,

@@ -29,6 +29,14 @@ def _load(tmp_path, options, seed, **scales):
     return BiLM.from_weights(options_file, weight_file), arrays
 
 
+def _encode(bilm, arrays, options, sentences=SENTENCES):
+    """`(got, expected, real)`: the biLM's token encodings of `sentences`, the numpy
+    reference's, and the mask of real tokens (the only ones with a defined encoding)."""
+    char_ids = ref.batch_char_ids(sentences)
+    got = np.asarray(bilm.token_embedder(char_ids))
+    return got, ref.char_cnn(arrays, options, char_ids), char_ids.any(axis=-1)
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_token_embedder_matches_reference(tmp_path, name):
     options = weight_fixtures.make_options(**VARIANTS[name])
@@ -37,12 +45,9 @@ def test_token_embedder_matches_reference(tmp_path, name):
         assert not any(k.startswith("CNN_proj") for k in arrays)
     if options["char_cnn"]["n_highway"] == 0:
         assert not any(k.startswith("CNN_high") for k in arrays)
-    char_ids = ref.batch_char_ids(SENTENCES)  # (2, 5, 50)
-    got = np.asarray(bilm.token_embedder(char_ids))
-    expected = ref.char_cnn(arrays, options, char_ids)
+    got, expected, real = _encode(bilm, arrays, options)  # char ids (2, 5, 50)
     assert got.shape == (2, 5, options["lstm"]["projection_dim"])
     assert got.dtype == np.float32
-    real = char_ids.any(axis=-1)  # only real tokens have a defined encoding
     np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
 
 
@@ -66,10 +71,7 @@ def test_large_values(tmp_path):
     """Larger convolution weights: highway gates saturate, relu/tanh both far from 0."""
     options = weight_fixtures.make_options(activation="tanh", n_highway=2)
     bilm, arrays = _load(tmp_path, options, seed=4, cnn_scale=3.0)
-    char_ids = ref.batch_char_ids(SENTENCES)
-    got = np.asarray(bilm.token_embedder(char_ids))
-    expected = ref.char_cnn(arrays, options, char_ids)
-    real = char_ids.any(axis=-1)
+    got, expected, real = _encode(bilm, arrays, options)
     np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
 
 
@@ -133,9 +135,6 @@ def test_filters_convolved_in_groups_match_reference(tmp_path, monkeypatch, grou
     monkeypatch.setattr(char_cnn_embedder, "MAX_CONV_FILTERS", group)
     options = weight_fixtures.make_options(activation="tanh", n_highway=1)
     bilm, arrays = _load(tmp_path, options, seed=7, cnn_scale=2.0)
-    char_ids = ref.batch_char_ids(SENTENCES)
-    got = np.asarray(bilm.token_embedder(char_ids))
-    expected = ref.char_cnn(arrays, options, char_ids)
-    real = char_ids.any(axis=-1)
+    got, expected, real = _encode(bilm, arrays, options)
     np.testing.assert_allclose(got[real], expected[real], rtol=0, atol=ATOL)
     assert np.abs(expected[real]).max() > 0.1  # not a trivially small output
