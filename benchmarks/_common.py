@@ -24,6 +24,11 @@ import statistics
 import sys
 import time
 
+from keras_elmo.cpu_threads import describe_thread_layout, set_default_thread_layout
+
+# Before TensorFlow starts: the thread layout of the `keras-elmo` command.
+set_default_thread_layout()
+
 #: Side of the square float32 matmul used as the reference rate.
 MATMUL_SIZE = 2048
 
@@ -57,7 +62,7 @@ def print_load(when, busy_threshold=0.5):
     load = machine_load()
     cores = os.cpu_count() or 1
     print(f"load {when}: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min) "
-          f"on {cores} cores")
+          f"on {cores} cores; {describe_thread_layout()}")
     if load[0] / cores > busy_threshold:
         print(f"warning: the machine is busy (1-min load {load[0]:.2f} on {cores} cores); "
               "absolute rates may be low; compare the fractions of the same-run matmul rate.")
@@ -96,7 +101,9 @@ def time_call(fn, *args):
 
 
 class MatmulProbe:
-    """A plain `n x n` float32 `tf.matmul`, timed one sample at a time.
+    """Plain `n x n` float32 `tf.matmul`s, two independent ones per call, timed one sample
+    at a time. Two side by side measure the whole machine under either thread layout
+    (`keras_elmo.cpu_threads`: with one thread per op, one product uses one core).
 
     Call `sample()` between a benchmark's own samples so the reference rate sees the same
     load; `matmul_gflops()` is the stand-alone version. One sample runs as many products as
@@ -125,7 +132,7 @@ class MatmulProbe:
         generator = tf.random.Generator.from_seed(seed)
         self._a = generator.normal((n, n), dtype=tf.float32)
         self._b = generator.normal((n, n), dtype=tf.float32)
-        self._matmul = tf.function(tf.matmul)
+        self._matmul = tf.function(lambda a, b: (tf.matmul(a, b), tf.matmul(b, a)))
         self.products_per_sample = 1
         self._run()  # warm-up: trace and first run
         once = min(time_call(self._run) for _ in range(2))
@@ -134,13 +141,14 @@ class MatmulProbe:
 
     @property
     def flops(self):
-        """`2 n^3`: the multiply-adds of one product."""
-        return 2.0 * self.n ** 3
+        """`2 * 2 n^3`: the multiply-adds of one call (two products)."""
+        return 2 * 2.0 * self.n ** 3
 
     def _run(self):
         for _ in range(self.products_per_sample):
             # Read one element so the product is surely done before the clock stops.
-            self._matmul(self._a, self._b)[0, 0].numpy()
+            first, second = self._matmul(self._a, self._b)
+            first[0, 0].numpy(), second[0, 0].numpy()
 
     def sample(self):
         """Times one sample; records and returns its GFLOP/s."""

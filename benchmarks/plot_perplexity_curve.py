@@ -1,12 +1,18 @@
 """Held-out perplexity against training minutes, with the trigram as a horizontal line.
 
-Reads the log of `scripts/perplexity_curve.sh` (one or more logs, one line each on the plot):
-every `keras-elmo train ... --heldout` segment prints `stopped (...) at step N ... S s;` and
-the held-out `forward perplexity:` / `backward perplexity:`; `benchmarks/ngram_baseline.py`
-prints `forward ppl:`. Minutes are the training seconds summed over the segments (process
-start-up and evaluation are not training time).
+Reads logs (one or more, one line each on the plot) of `bash scripts/main.sh` or
+`scripts/perplexity_curve.sh`. Points come from two kinds of lines:
 
-    python benchmarks/plot_perplexity_curve.py runs/pd_curve.curve.log --out docs/perplexity_curve.png
+- in-training evaluations (`keras-elmo train ... --heldout H --eval-every N`):
+  `step N | held-out perplexity: forward F | backward B | average A (K sentences) | 0:05:02`,
+  at the run's clock (evaluations included);
+- after a run: `stopped (...) at step N ..., S s; wrote ...` and then the full evaluation's
+  `forward perplexity:` / `backward perplexity:` (`keras-elmo train --heldout` or
+  `keras-elmo perplexity`), at S seconds summed over the resumed segments before it.
+
+`benchmarks/ngram_baseline.py` prints `forward ppl:`: the trigram's line.
+
+    python benchmarks/plot_perplexity_curve.py runs/people_daily_small.main.log --out docs/perplexity_curve.png
 """
 
 import argparse
@@ -16,6 +22,8 @@ import sys
 _STOPPED = re.compile(r"^stopped \(\w+\) at step (\d+) .*?, (\d+) s; wrote")
 _PERPLEXITY = re.compile(r"^(forward|backward) perplexity:\s+([\d.]+)")
 _TRIGRAM = re.compile(r"^(forward|backward) ppl: ([\d.]+)")
+_DURING = re.compile(r"^step (\d+) \| held-out perplexity: forward ([\d.]+) \| backward "
+                     r"([\d.]+) \| .* \| (\d+):(\d\d):(\d\d)$")
 
 
 def parse_log(path):
@@ -25,7 +33,12 @@ def parse_log(path):
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             line = line.strip()
-            if match := _STOPPED.match(line):
+            if match := _DURING.match(line):
+                hours, minutes, secs = (int(match.group(k)) for k in (4, 5, 6))
+                clock = seconds + 3600 * hours + 60 * minutes + secs  # this segment's clock
+                points.append((clock / 60.0, int(match.group(1)), float(match.group(2)),
+                               float(match.group(3))))
+            elif match := _STOPPED.match(line):
                 step, seconds = int(match.group(1)), seconds + float(match.group(2))
             elif match := _PERPLEXITY.match(line):
                 pending[match.group(1)] = float(match.group(2))
@@ -37,14 +50,15 @@ def parse_log(path):
             elif match := _TRIGRAM.match(line):
                 trigram[match.group(1)] = float(match.group(2))
     if not points:
-        raise ValueError(f"{path}: no held-out perplexity after a training segment found; "
-                         "expected the log of scripts/perplexity_curve.sh.")
+        raise ValueError(f"{path}: no held-out perplexity found; expected the log of "
+                         "scripts/main.sh or scripts/perplexity_curve.sh.")
     return points, trigram
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("logs", nargs="+", help="logs of scripts/perplexity_curve.sh")
+    parser.add_argument("logs", nargs="+",
+                        help="logs of scripts/main.sh or scripts/perplexity_curve.sh")
     parser.add_argument("--labels", nargs="+", help="one label per log (default: file names)")
     parser.add_argument("--out", default="docs/perplexity_curve.png", help="PNG to write")
     args = parser.parse_args(argv)

@@ -24,8 +24,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
-from _common import print_load  # noqa: E402
+from _common import print_load  # noqa: E402  (sets the thread layout before TensorFlow)
+import tensorflow as tf  # noqa: E402, I001
 from train_throughput import TrainVariant  # noqa: E402
 
 from keras_elmo.characters import token_mask  # noqa: E402

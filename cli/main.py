@@ -18,9 +18,11 @@ import sys
 import threading
 
 from keras_elmo.cli.quiet import quiet_native_startup
+from keras_elmo.cpu_threads import set_default_thread_layout
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+set_default_thread_layout()  # the two biLM directions side by side (keras_elmo.cpu_threads)
 
 #: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")

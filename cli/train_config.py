@@ -21,7 +21,10 @@ CONFIG_FLAGS = {
     "full_softmax_max_vocab": ("--full-softmax-max-vocab", int,
                                "use the full softmax for vocabularies up to this size"),
     "optimizer": ("--optimizer", str, "adagrad (published recipe) or adam (small preset)"),
-    "learning_rate": ("--learning-rate", float, "learning rate (Adagrad 0.2 published)"),
+    "learning_rate": ("--learning-rate", float, "learning rate (Adagrad 0.2 published); "
+                      "with linear-decay, the rate at the start"),
+    "learning_rate_schedule": ("--lr-schedule", str, "constant (published recipe) or "
+                               "linear-decay (small preset): to 0 at the run's nearest limit"),
     "all_clip_norm_val": ("--clip-norm", float, "clip of the global gradient norm (10.0)"),
     "n_epochs": ("--epochs", int, "passes over the corpus"),
     "tokenizer": ("--tokenizer", str, "how lines become tokens (default whitespace; saved "

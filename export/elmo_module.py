@@ -35,7 +35,7 @@ import tensorflow as tf
 from keras_elmo import constants
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
-from keras_elmo.lstm_projection_cell import autodiff_step
+from keras_elmo.lstm_sequence_gradient import autodiff_step
 
 from keras_elmo.export.mix_weights import build_mix
 from keras_elmo.whitespace import split_whitespace

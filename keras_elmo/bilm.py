@@ -64,7 +64,9 @@ class BiLM(keras.Model):
         framed = add_boundaries(char_ids)  # (batch, T + 2, chars)
         framed_mask = token_mask(framed)  # (batch, T + 2)
         tokens = token_embedder(framed)  # (batch, T + 2, P)
-        lstm_layers = contextual_encoder(tokens, mask=framed_mask)  # (batch, L, T + 2, 2P)
+        # The boundary outputs are dropped below: a stateless biLM does not compute them.
+        lstm_layers = contextual_encoder(tokens, mask=framed_mask, skip_boundary_steps=not stateful)
+        # (batch, L, T + 2, 2P)
         layer0 = ops.concatenate([tokens, tokens], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
         all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
@@ -141,7 +143,8 @@ class BiLM(keras.Model):
         framed = ops.where(at_eos, boundaries[1], padded)
         framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
         framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
-        lstm_layers = self.contextual_encoder(framed, mask=framed_mask)  # (batch, L, T+2, 2P)
+        lstm_layers = self.contextual_encoder(
+            framed, mask=framed_mask, skip_boundary_steps=not self.stateful)  # (batch, L, T+2, 2P)
         layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
         all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
         remove_boundaries = self.get_layer("remove_sentence_boundaries")

@@ -4,6 +4,8 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.lstm_projection_cell import LSTMProjectionCell
+from keras_elmo.lstm_sequence_gradient import (run_layer_with_sequence_gradient,
+                                               uses_sequence_gradient)
 from keras_elmo.options import BiLMOptions, as_options
 
 _DIRECTIONS = ("forward", "backward")
@@ -41,8 +43,14 @@ class ResidualBiLSTM(keras.layers.Layer):
         inputs: float `(batch, num_tokens, projection_dim)`.
         mask: bool `(batch, num_tokens)`, True on real tokens, which come first in each row.
             Defaults to all True.
-        training: bool, enables dropout, and the faster hand-written gradient of the
-            LSTM step (inference gets plain ops; their gradients are the same).
+        skip_boundary_steps: bool, for inputs framed as `<S> t1 ... tn </S>` whose outputs
+            at the frame are not read (`BiLM`, the training objective): each direction
+            skips its final step (the forward `</S>`, the backward `<S>`; one step of
+            `T` less work), and the forward half at each row's last real position and the
+            backward half at position 0 are zero. Stateless encoders only.
+        training: bool, enables dropout and, for a stateless encoder, the faster backward
+            pass written for whole sequences (`keras_elmo.lstm_sequence_gradient`);
+            inference runs plain ops, whose autodiff gradients are the same.
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -113,7 +121,11 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_h.assign(tf.zeros_like(self.state_h))
             self.state_c.assign(tf.zeros_like(self.state_c))
 
-    def call(self, inputs, mask=None, training=False):
+    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False):
+        if skip_boundary_steps and self.stateful:
+            raise ValueError("skip_boundary_steps needs a stateless ResidualBiLSTM: a stateful "
+                             "one carries the state after every row's last step; received "
+                             "stateful=True.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
         if mask is None:
@@ -121,12 +133,15 @@ class ResidualBiLSTM(keras.layers.Layer):
         mask = tf.cast(mask, tf.bool)
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
         keep = tf.transpose(mask)[:, :, tf.newaxis]  # (T, batch, 1)
+        # Steps each direction runs: with skip_boundary_steps, not the last one in its own
+        # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
+        num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
         initial = self._initial_states(batch)
         finals = []
         # Time-major inside, so the large (T, batch, 4 * units) gate tensors need no transpose.
         inputs = tf.transpose(inputs, (1, 0, 2))  # (T, batch, P)
         # Each direction's layer inputs, in that direction's own reading order.
-        layer_inputs = [inputs, _reverse(inputs, lengths)]
+        layer_inputs = [inputs[:num_steps], _reverse(inputs, lengths)[:num_steps]]
         outputs = []
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in _DIRECTIONS]
@@ -136,9 +151,17 @@ class ResidualBiLSTM(keras.layers.Layer):
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
-            layer_inputs = hs
-            both = tf.concat([hs[0], _reverse(hs[1], lengths)], axis=-1)  # (T, batch, 2P)
+            layer_inputs = hs  # (num_steps, batch, P) each
+            full = [tf.pad(h, [[0, num_tokens - num_steps], [0, 0], [0, 0]]) for h in hs]
+            both = tf.concat([full[0], _reverse(full[1], lengths)], axis=-1)  # (T, batch, 2P)
             outputs.append(tf.where(keep, both, tf.zeros_like(both)))
+        if skip_boundary_steps:  # every row's boundary outputs are zero, not only the longest's
+            positions = tf.range(num_tokens)[:, tf.newaxis]  # (T, 1)
+            forward_keep = positions < lengths[tf.newaxis, :] - 1  # (T, batch)
+            backward_keep = tf.broadcast_to(positions > 0, (num_tokens, batch))  # (T, batch)
+            halves = tf.repeat(tf.stack([forward_keep, backward_keep], axis=-1),
+                               self.projection_dim, axis=-1)  # (T, batch, 2P): [fwd | bwd]
+            outputs = [tf.where(halves, o, tf.zeros_like(o)) for o in outputs]
         if self.stateful:
             self._store_states(finals, batch)
         return tf.transpose(tf.stack(outputs), (2, 0, 1, 3))  # (batch, num_layers, T, 2P)
@@ -197,24 +220,23 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, trai
         initial_states: list of `(h, c)`, one per cell.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
-        training: bool, steps with the hand-written gradient (`step_kernels(training)`) and
-            per-step gate reads through a TensorArray; otherwise plain ops and slices.
+        training: bool; True (stateless, outside `autodiff_step()`) runs the loop whose
+            backward pass is written for the whole sequence
+            (`keras_elmo.lstm_sequence_gradient`); otherwise plain ops, which autodiff
+            differentiates.
 
     Returns:
         `(outputs, final_states)`: outputs a list of time-major `(T, batch, projection_dim)`,
-        final states a list of `(h, c)`.
+        final states a list of `(h, c)` (None with the sequence gradient: stateless only).
     """
-    num_steps = tf.shape(inputs[0])[0]
-    hand_gradient = training if isinstance(training, bool) else False  # a tensor: autodiff
     gates = [cell.input_gates(x) for cell, x in zip(cells, inputs)]  # (T, batch, 4 * units)
-    if hand_gradient:
-        # TensorArray reads (not slices of one tensor) keep the loop's gradient sparse per
-        # step; inference reads slices and saves the TensorArray's copy of the whole tensor.
-        gates = [tf.TensorArray(g.dtype, size=num_steps).unstack(g) for g in gates]
-    else:
-        gates = [_SliceReader(g) for g in gates]
-    outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps) for _ in cells]
-    kernels = [cell.step_kernels(hand_gradient) for cell in cells]
+    if uses_sequence_gradient(training, freeze_after_length):
+        return run_layer_with_sequence_gradient(cells, gates), None
+    num_steps = tf.shape(inputs[0])[0]
+    gates = [_SliceReader(g) for g in gates]
+    outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
+                              element_shape=(None, cell.projection_dim)) for cell in cells]
+    kernels = [cell.kernels() for cell in cells]
 
     def body(t, states, outputs):
         new_states, new_outputs = [], []
@@ -229,7 +251,10 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, trai
 
     _, finals, outputs = tf.while_loop(
         lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs))
-    return [o.stack() for o in outputs], finals  # each (T, batch, P)
+    batch = tf.shape(inputs[0])[1]
+    # each (T, batch, P); the reshape keeps that shape when the loop ran no step
+    return [tf.reshape(o.stack(), (num_steps, batch, cell.projection_dim))
+            for o, cell in zip(outputs, cells)], finals
 
 
 class _SliceReader:

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: a tiny options dict and a published-layout model directory."""
+"""Shared pytest fixtures: a tiny options dict, a published-layout model directory and a
+tiny training corpus."""
 
 import os
 import sys
@@ -30,3 +31,27 @@ def tiny_model_dir(tmp_path, tiny_options_dict):
     return types.SimpleNamespace(directory=str(tmp_path / "model"), options_file=options_file,
                                  weight_file=weight_file, options=tiny_options_dict,
                                  arrays=arrays)
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path):
+    """A repetitive two-line corpus, its vocabulary (vocab.txt) and a tiny `TrainingConfig`
+    for it (50 epochs, 64-token batches, a checkpoint every 10 steps).
+
+    Returns `(config, vocab, model_dir, files)`; `model_dir` is `tmp_path / "model"`,
+    prepared for a new run.
+    """
+    from keras_elmo.training.config import TrainingConfig
+    from keras_elmo.training.model_dir import ModelDir
+    from keras_elmo.training.vocabulary import build_vocabulary
+
+    path = tmp_path / "train.txt"
+    path.write_text("the cat sat on the mat\na dog ran to the red house\n" * 40)
+    vocab = build_vocabulary([str(path)])
+    vocab.save(str(tmp_path / "vocab.txt"))
+    config = TrainingConfig.preset("tiny").replace(
+        n_tokens_vocab=len(vocab), n_epochs=50, batch_tokens=64, checkpoint_every_steps=10,
+        train_prefix=str(path))
+    model_dir = ModelDir(str(tmp_path / "model"))
+    model_dir.prepare(config, str(tmp_path / "vocab.txt"))
+    return config, vocab, model_dir, [str(path)]

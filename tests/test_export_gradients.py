@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.export import ElmoModule, export_model_dir, export_saved_model
-from keras_elmo.lstm_projection_cell import autodiff_step
+from keras_elmo.lstm_sequence_gradient import autodiff_step
 from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
                                  make_model_dir, padded)
 
@@ -100,8 +100,8 @@ def test_every_entry_point_has_gradients_for_what_consumes_it(model, entry, mode
 
 
 def test_autodiff_step_traces_no_custom_gradient_and_gives_the_same_gradients():
-    """The export's switch: inside `autodiff_step()` the LSTM step has no tf.custom_gradient
-    (its IdentityN op), and its autodiff gradients equal the hand-written ones."""
+    """The export's switch: inside `autodiff_step()` the LSTM layers have no tf.custom_gradient
+    (its IdentityN op), and their autodiff gradients equal the hand-written ones."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2, cell_clip=0.5,
                                         proj_clip=0.5)
     rng = np.random.default_rng(0)

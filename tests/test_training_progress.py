@@ -2,6 +2,7 @@
 during training (log line and TensorBoard scalars), an early first line."""
 
 import glob
+import re
 
 import pytest
 import tensorflow as tf
@@ -54,7 +55,7 @@ def test_progress_line_and_heldout_perplexity_during_training(tmp_path, capsys):
     assert progress and "50% of --max-steps, ETA" in progress[0], out
     during = [line for line in out if "held-out perplexity: forward" in line]
     assert [line.split(" |")[0] for line in during] == ["step 2", "step 4"], out
-    assert all("(4 sentences)" in line for line in during)
+    assert all(re.search(r"\(4 sentences\) \| \d+:\d\d:\d\d$", line) for line in during), during
     assert "average perplexity:" in out[-1]  # the full evaluation at the end
     scalars = _scalars(model / "logs")
     assert scalars["heldout_perplexity"] == [2, 4]

@@ -10,24 +10,13 @@ import tensorflow as tf
 
 from keras_elmo.bilm import BiLM
 from keras_elmo.characters import batch_to_ids
-from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir
 from keras_elmo.training.trainer import Trainer
-from keras_elmo.training.vocabulary import build_vocabulary
 
 
 @pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "train.txt"
-    path.write_text("the cat sat on the mat\na dog ran to the red house\n" * 40)
-    vocab = build_vocabulary([str(path)])
-    vocab.save(str(tmp_path / "vocab.txt"))
-    config = TrainingConfig.preset("tiny").replace(
-        n_tokens_vocab=len(vocab), n_epochs=50, batch_tokens=64, checkpoint_every_steps=10,
-        train_prefix=str(path))
-    model_dir = ModelDir(str(tmp_path / "model"))
-    model_dir.prepare(config, str(tmp_path / "vocab.txt"))
-    return config, vocab, model_dir, [str(path)]
+def corpus(tiny_corpus):
+    return tiny_corpus
 
 
 @pytest.mark.slow

@@ -25,6 +25,9 @@ from keras_elmo.tokenizers import TOKENIZERS
 SIZES = ("tiny", "small", "published")
 #: Optimizers of `keras-elmo train --optimizer`.
 OPTIMIZERS = ("adagrad", "adam")
+#: Learning-rate schedules of `keras-elmo train --lr-schedule`
+#: (`keras_elmo.training.optimizers.scheduled_learning_rate`).
+LEARNING_RATE_SCHEDULES = ("constant", "linear-decay")
 #: Keys a resumed run may change; every other saved key must match.
 RESUMABLE_KEYS = ("n_epochs", "checkpoint_every_steps", "keep_checkpoints")
 
@@ -50,7 +53,13 @@ class TrainingConfig:
         optimizer: `"adagrad"` (the published recipe, with `initial_accumulator_value`) or
             `"adam"` (converges in far fewer steps; the `small` preset's choice for
             minutes-long CPU runs).
-        learning_rate: float, learning rate (Adagrad 0.2 published).
+        learning_rate: float, learning rate (Adagrad 0.2 published); with
+            `"linear-decay"`, the rate at the start of a run.
+        learning_rate_schedule: `"constant"` (the published recipe) or `"linear-decay"`:
+            the rate falls linearly from `learning_rate` to 0 over the run, as far as the
+            run is along towards its nearest limit (`--max-steps` and the epochs count
+            globally, so a resumed run continues the same schedule; `--max-minutes` counts
+            the minutes of this run, so each timed run anneals within its own minutes).
         initial_accumulator_value: float, Adagrad accumulator start (1.0).
         all_clip_norm_val: float, clip of the global gradient norm (10.0).
         n_epochs: int, passes over the corpus.
@@ -83,6 +92,7 @@ class TrainingConfig:
     full_softmax_max_vocab: int = 16384
     optimizer: str = "adagrad"
     learning_rate: float = 0.2
+    learning_rate_schedule: str = "constant"
     initial_accumulator_value: float = 1.0
     all_clip_norm_val: float = 10.0
     n_epochs: int = 10
@@ -128,6 +138,9 @@ class TrainingConfig:
         if self.bidirectional is not True:
             raise ValueError("keras-elmo trains bidirectional biLMs only; received "
                              f"bidirectional={self.bidirectional!r}.")
+        if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
+            raise ValueError(f"learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}; "
+                             f"received {self.learning_rate_schedule!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; received {self.optimizer!r}.")
         if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
@@ -166,12 +179,15 @@ class TrainingConfig:
             # Adam and small batches: many updates in a minutes-long CPU run (measured on
             # People's Daily: 5 minutes gave held-out perplexity 849 with these, 881 with
             # 2560-token batches, 1068 with the full softmax; Adagrad 0.2 reached 1263
-            # only after 15 minutes). Adam 0.004 led 0.002 at 600 steps (perplexity 494 vs
-            # 543 on a dev slice of train) but trailed at 1,500 (318.5 vs 312.7).
+            # only after 15 minutes). The rate decays linearly to 0 over the run (a
+            # 20-minute run anneals within its 20 minutes); 10 epochs, as 20 minutes on 2
+            # cores now cover about 9 (README "Quality per minute" for the tuning, done on
+            # a dev slice of train).
             return cls(options=BiLMOptions.small(), batch_tokens=1024, batch_size=128,
                        n_negative_samples_batch=2048, full_softmax_max_vocab=8192,
-                       optimizer="adam", learning_rate=0.002,
-                       n_epochs=5, checkpoint_every_steps=200)
+                       optimizer="adam", learning_rate=0.004,
+                       learning_rate_schedule="linear-decay",
+                       n_epochs=10, checkpoint_every_steps=500)
         if size == "published":
             return cls(options=BiLMOptions.published(), batch_tokens=2560, batch_size=128,
                        n_negative_samples_batch=8192, full_softmax_max_vocab=16384,

@@ -76,6 +76,19 @@ def worker_checkpoint_dir(checkpoint_dir, strategy):
                         f"{resolver.task_type}_{resolver.task_id}")
 
 
+def chief_value(strategy, value):
+    """The chief's float `value`, on every task (a collective: call it everywhere;
+    single-worker strategies return `value` as it is). For figures every task must share
+    although each computes its own, like the share of `--max-minutes` on its own clock."""
+    if not is_multi_worker(strategy):
+        return float(value)
+    local_replicas = len(strategy.extended.worker_devices)
+    mine = float(value) / local_replicas if is_chief(strategy) else 0.0
+    per_replica = strategy.experimental_distribute_values_from_function(
+        lambda _: tf.constant(mine))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None))
+
+
 def all_agree(strategy, flag):
     """True on every task when `flag` is True on any task (a collective: call it everywhere)."""
     if not is_multi_worker(strategy):

@@ -49,7 +49,9 @@ class LanguageModel(keras.Model):
 
     Returns (call):
         dict `{"embeddings": (batch, T, P), "layers": (batch, num_layers, T, 2P),
-        "mask": bool (batch, T)}`.
+        "mask": bool (batch, T)}`; the forward half of "layers" at each row's `</S>` and
+        the backward half at `<S>` are zero (no target reads them, so they are not
+        computed: `ResidualBiLSTM`'s `skip_boundary_steps`).
     """
 
     def __init__(self, options, vocab_size, dropout=0.0, num_sampled=8192,
@@ -86,7 +88,9 @@ class LanguageModel(keras.Model):
         char_ids = tf.cast(char_ids, tf.int32)
         mask = token_mask(char_ids)  # (batch, T)
         embeddings = self.token_embedder(char_ids)  # (batch, T, P)
-        layers = self.contextual_encoder(embeddings, mask=mask, training=training)
+        # No target reads the forward output at `</S>` or the backward one at `<S>`.
+        layers = self.contextual_encoder(embeddings, mask=mask, training=training,
+                                         skip_boundary_steps=True)
         return {"embeddings": embeddings, "layers": layers, "mask": mask}
 
     def nll_sums(self, char_ids, token_ids, training=False, sampled=None):

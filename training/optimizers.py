@@ -69,6 +69,23 @@ def make_optimizer(config):
                          initial_accumulator_value=config.initial_accumulator_value)
 
 
+def scheduled_learning_rate(config, fraction_done):
+    """The learning rate of a `TrainingConfig` at `fraction_done` (in [0, 1]) of the run.
+
+    `"constant"`: `learning_rate` throughout. `"linear-decay"`:
+    `learning_rate * (1 - fraction_done)`, so the last steps take ever smaller updates
+    and the run ends annealed.
+
+    Example:
+    >>> scheduled_learning_rate(config.replace(learning_rate_schedule="linear-decay"), 0.25)
+    0.0015  # doctest: +SKIP  (learning_rate 0.002)
+    """
+    if config.learning_rate_schedule == "constant":
+        return float(config.learning_rate)
+    share = min(max(float(fraction_done), 0.0), 1.0)
+    return float(config.learning_rate) * (1.0 - share)
+
+
 def scale_gradient(gradient, factor):
     """`gradient * factor` for a dense tensor or a `tf.IndexedSlices` (kept sparse)."""
     if isinstance(gradient, tf.IndexedSlices):

@@ -106,13 +106,14 @@ class ProgressLog:
 
     def heldout(self, step, result, seconds=0.0):
         """Writes a held-out line and scalars from `keras_elmo.evaluation.perplexity.evaluate`;
-        the `seconds` it took are left out of the next line's tokens/s."""
+        the `seconds` it took are left out of the next line's tokens/s. The line ends with
+        the run's clock (`| 0:05:02`, evaluations included), as progress lines do."""
         self.interval_start += seconds
         tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.stream.write(("\n" if tty else "") + f"step {step} | held-out perplexity: "
                           f"forward {result['forward']:.1f} | backward {result['backward']:.1f}"
                           f" | average {result['average']:.1f} ({result['sentences']:,} "
-                          "sentences)\n")
+                          f"sentences) | {format_clock(time.monotonic() - self.start)}\n")
         self.stream.flush()
         self._scalars(step, {"heldout_forward_perplexity": result["forward"],
                              "heldout_backward_perplexity": result["backward"],

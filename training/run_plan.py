@@ -56,6 +56,26 @@ class RunPlan:
             found["epochs"] = (min(done, 1.0), left_tokens * seconds / run_tokens)
         return found
 
+    def fraction_done(self, step, epoch, epoch_tokens, seconds):
+        """Share of the run done, in [0, 1], towards the limit it is nearest to.
+
+        The largest of: `step / max_steps`; `seconds` of this run over `max_minutes`; and
+        `(epoch + epoch_tokens / n_train_tokens) / n_epochs` (the share of an epoch capped
+        at 0.99 until it ends). A learning-rate schedule reads it. The step share is the
+        same in a resumed run; the minutes are this run's; `epoch_tokens` counts the
+        tokens this run has seen of its current epoch (a run resumed mid-epoch starts that
+        count at 0, so an epoch-limited schedule lags by what came before the resume).
+        """
+        shares = [0.0]
+        if self.max_steps:
+            shares.append(step / self.max_steps)
+        if self.max_minutes:
+            shares.append(seconds / (60.0 * self.max_minutes))
+        if self.n_train_tokens and self.n_epochs > 0:
+            in_epoch = min(epoch_tokens / self.n_train_tokens, 0.99)
+            shares.append((epoch + in_epoch) / self.n_epochs)
+        return min(max(shares), 1.0)
+
     def describe(self, step, epoch, epoch_tokens, run_tokens, seconds):
         """`"26% of --max-minutes, ETA 0:14:48"` for the limit reached first ("" if none)."""
         found = self.estimates(step, epoch, epoch_tokens, run_tokens, seconds)

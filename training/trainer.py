@@ -10,6 +10,9 @@ One step, per replica:
     grads = clip_by_global_norm(grads, all_clip_norm_val)
     Adagrad(grads)                                   # sparse rows of the softmax table
 
+Before each step the learning rate follows `config.learning_rate_schedule` (constant, or a
+linear decay to 0 over the run's share done, `RunPlan.fraction_done`).
+
 Each replica reads its own batch (a token budget of `batch_tokens`), so the global batch
 is `num_replicas` batches. The loss is normalised by the global target count, which makes
 the update independent of how the global batch is split across devices. Clipping needs
@@ -48,7 +51,8 @@ from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
-from keras_elmo.training.optimizers import SparseAdagrad, make_optimizer, scale_gradient
+from keras_elmo.training.optimizers import (SparseAdagrad, make_optimizer, scale_gradient,
+                                            scheduled_learning_rate)
 from keras_elmo.training.progress_log import ProgressLog
 from keras_elmo.training.run_plan import RunPlan
 from keras_elmo.training.stop_signals import StopSignals
@@ -215,6 +219,7 @@ class Trainer:
                     if self._should_stop(max_steps, max_minutes, start):
                         stopped = "max_steps" if _reached(self.step, max_steps) else "max_minutes"
                         break
+                    self._schedule_learning_rate(plan, log, epoch, start)
                     sums, tokens, norm = self.train_step(batch, dataset.element_spec)
                     step = int(self.step.numpy()) + 1
                     self._check_step(step, sums, norm)
@@ -254,6 +259,15 @@ class Trainer:
                 "stopped": stopped,
                 "seconds": time.monotonic() - start, "last": last or log.last,
                 "history": log.history}
+
+    def _schedule_learning_rate(self, plan, log, epoch, start):
+        """Sets the optimizer's rate for the next step (`config.learning_rate_schedule`)."""
+        if self.config.learning_rate_schedule == "constant":
+            return
+        done = plan.fraction_done(int(self.step.numpy()), epoch, log.epoch_tokens,
+                                  time.monotonic() - start)
+        done = distribute.chief_value(self.strategy, done)  # one rate on every task
+        self.optimizer.learning_rate.assign(scheduled_learning_rate(self.config, done))
 
     def _check_step(self, step, sums, norm):
         """Stops at once on a non-finite loss or gradient norm (nothing of it is saved)."""
