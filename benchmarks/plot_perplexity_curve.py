@@ -1,7 +1,8 @@
 """Held-out perplexity against training minutes, with the trigram as a horizontal line.
 
-Reads logs (one or more, one line each on the plot) of `bash scripts/main.sh` or
-`scripts/perplexity_curve.sh`. Points come from two kinds of lines:
+Reads logs (one or more, one line each on the plot) of `bash scripts/main.sh` (its
+`RUN.main.log`) or any log of `keras-elmo train --heldout` runs, resumed ones included.
+Points come from two kinds of lines:
 
 - in-training evaluations (`keras-elmo train ... --heldout H --eval-every N`):
   `step N | held-out perplexity: forward F | backward B | average A (K sentences) | 0:05:02`,
@@ -51,14 +52,14 @@ def parse_log(path):
                 trigram[match.group(1)] = float(match.group(2))
     if not points:
         raise ValueError(f"{path}: no held-out perplexity found; expected the log of "
-                         "scripts/main.sh or scripts/perplexity_curve.sh.")
+                         "scripts/main.sh or of keras-elmo train --heldout.")
     return points, trigram
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("logs", nargs="+",
-                        help="logs of scripts/main.sh or scripts/perplexity_curve.sh")
+                        help="logs of scripts/main.sh or of keras-elmo train --heldout")
     parser.add_argument("--labels", nargs="+", help="one label per log (default: file names)")
     parser.add_argument("--out", default="docs/perplexity_curve.png", help="PNG to write")
     args = parser.parse_args(argv)

@@ -1,6 +1,8 @@
 """Training throughput of the biLM on this machine, with a same-run matmul rate for scale.
 
-For each preset (`tiny`, `small`, `published` by default) one real training step (the
+For each preset (`tiny`, `small`, `published` by default; `mid` is the small preset with
+bilm-tf's `mid` LSTM, 2048 units and 256 projection, the second size its peer script
+trains) one real training step (the
 `Trainer`'s: forward + backward LM, shared softmax, gradient all-reduce, global-norm
 clipping, Adagrad) is timed on a fixed batch of `--batch` sentences of `--length`
 positions (`<S>` and `</S>` included), with a `--vocab-size` softmax (sampled or full as
@@ -10,6 +12,7 @@ median and the spread (min-max) of the repeats are printed.
 
     python benchmarks/train_throughput.py
     python benchmarks/train_throughput.py --sizes small published --repeats 5
+    python benchmarks/train_throughput.py --sizes small mid --vocab-size 55313 --negatives 1024
 
 The estimated model rate uses `3 x` the forward multiply-adds per token (forward pass plus
 the two products of the backward pass), so `model GFLOP/s / matmul GFLOP/s` says how much
@@ -33,6 +36,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_elmo.characters import batch_to_ids  # noqa: E402
+from keras_elmo.options import BiLMOptions  # noqa: E402
 from keras_elmo.training.config import TrainingConfig  # noqa: E402
 from keras_elmo.training.distribute import make_strategy  # noqa: E402
 from keras_elmo.training.model_dir import ModelDir  # noqa: E402
@@ -87,7 +91,10 @@ class TrainVariant:
             changes["n_negative_samples_batch"] = negatives
         if optimizer == "adagrad":  # bilm-tf's optimizer and learning rate
             changes.update(optimizer="adagrad", learning_rate=0.2)
-        self.config = TrainingConfig.preset(size).replace(**changes)
+        if size == "mid":  # bilm-tf's mid: the small char CNN, LSTM 2048 / 256
+            changes["options"] = BiLMOptions.small(lstm_units=2048, projection_dim=256)
+        self.config = TrainingConfig.preset("small" if size == "mid" else size).replace(
+            **changes)
         self.name = size
         self.tokens_per_step = batch * length
         self.trainer = Trainer(self.config, vocab, ModelDir(directory),
@@ -136,7 +143,7 @@ def matmul_rate(repeats=3):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["tiny", "small", "published"],
-                        choices=["tiny", "small", "published"])
+                        choices=["tiny", "small", "mid", "published"])
     parser.add_argument("--vocab-size", type=int, default=50000,
                         help="softmax size (50000: the sampled softmax for small/published)")
     parser.add_argument("--negatives", type=int, default=None,

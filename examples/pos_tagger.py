@@ -34,8 +34,8 @@ def parse_args(argv):
     _example.add_task_arguments(parser, batch_size=32)
     parser.add_argument("--data", required=True, help="directory with train/heldout.conll")
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 1.0])
-    parser.add_argument("--epochs", type=int, nargs="+", default=[30, 10, 4],
-                        help="most epochs per fraction (default 30 10 4)")
+    parser.add_argument("--epochs", type=int, nargs="+", default=[30, 10, 8],
+                        help="most epochs per fraction (default 30 10 8; early stopping on dev decides within)")
     parser.add_argument("--max-train-len", type=int, default=100,
                         help="training sentences are cut to this many tokens (test: never)")
     parser.add_argument("--seed", type=int, default=0)
