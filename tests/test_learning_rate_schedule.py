@@ -54,6 +54,13 @@ def corpus(tiny_corpus, tmp_path):
     return config, vocab, tmp_path, files
 
 
+def _trainer(config, vocab, path):
+    """A trainer on the model directory `path` (created, or resumed when it holds a run)."""
+    model_dir = ModelDir(str(path))
+    model_dir.prepare(config, str(path.parent / "vocab.txt"))
+    return Trainer(config, vocab, model_dir, log_every=1, stream=io.StringIO())
+
+
 @pytest.mark.slow
 def test_the_rate_decays_each_step_and_a_resumed_run_equals_an_uninterrupted_one(corpus):
     """12 steps at once == a run to --max-steps 12 stopped after 5 steps and resumed; the
