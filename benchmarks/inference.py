@@ -7,6 +7,10 @@ call), and prints `name: value` lines: tokens/s (median, range, spread) per batc
 peak memory, analytic FLOPs per token, achieved GFLOP/s, and that as a fraction of the
 median matmul rate, paired call by call, of the matmul timed right after the call, and
 best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
+Then `--back-to-back` calls of each batch size in a row, nothing between them, as the peer
+(bilm-tf's `bench_bilmtf_infer.py`) and a server handling one request after another time
+it: the probes between interleaved calls evict what the caches held of the weights, which
+costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one machine).
 The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
 CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
 
@@ -108,6 +112,9 @@ def parse_args(argv):
     parser.add_argument("--length", type=int, default=20, help="tokens per sentence (20)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timed calls per batch size, interleaved (5)")
+    parser.add_argument("--back-to-back", type=int, default=20,
+                        help="calls per batch size in a row after the interleaved rounds "
+                             "(20; 0 skips them)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the char CNN and the biLSTM alone (at each batch size)")
     parser.add_argument("--weights", default="file", choices=("file", "random"),
@@ -123,6 +130,8 @@ def parse_args(argv):
     for name in ("length", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1; received {getattr(args, name)}")
+    if args.back_to_back < 0:
+        parser.error(f"--back-to-back must be >= 0; received {args.back_to_back}")
     if min(args.batch_sizes) < 1:
         parser.error(f"--batch-sizes must all be >= 1; received {args.batch_sizes}")
     return args
@@ -165,7 +174,8 @@ def main(argv=None):
 
     allocator = tensorflow_allocator()
     print(f"allocator of large tensors: {allocator}" + (
-        " (oneDNN's pool keeps freed blocks: TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 returns them)"
+        " (oneDNN's pool keeps freed blocks for reuse: TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 returns "
+        "them)"
         if allocator == "onednn-pool" else ""))
     options = getattr(keras_elmo.BiLMOptions, args.config)()
     if args.weights == "file":
@@ -214,6 +224,8 @@ def main(argv=None):
             seconds[name].append(time_call(fn, x))
             paired[name].append(probe.sample())
             stream.sample()
+    back_to_back = {b: [time_call(variants[f"batch {b}"][0], inputs[b])
+                        for _ in range(args.back_to_back)] for b in args.batch_sizes}
     stages.mark("timed calls")
 
     matmul_rate = median_spread(probe.samples)[0]
@@ -240,15 +252,22 @@ def main(argv=None):
                format_samples(fractions, "%", 0))
         report(f"{name} best-of fraction", f"{max(gflops) / max(probe.samples):.0%} "
                "(fastest call / fastest matmul sample)")
+    for b, samples in back_to_back.items():
+        if samples:
+            report(f"batch {b} back-to-back tokens/s ({len(samples)} calls in a row)",
+                   format_samples([b * args.length / s for s in samples], "tokens/s"))
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",
            format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")
     if 1 in args.batch_sizes:
         bound = stream_rate * 1e9 / stream.total_bytes * args.length / positions
         reached = median_spread([args.length / s for s in seconds["batch 1"]])[0]
+        in_a_row = (median_spread([args.length / s for s in back_to_back[1]])[0]
+                    if back_to_back[1] else None)
         report("batch 1 bound (recurrent weights per position / streaming rate)",
                f"{stream.total_bytes / 1e6:.0f} MB per position -> {bound:.1f} tokens/s; "
                f"reached {reached:.1f} tokens/s = {reached / bound:.0%} of the bound" +
+               (f" (back to back {in_a_row:.1f} = {in_a_row / bound:.0%})" if in_a_row else "") +
                (" (weights fit in the caches here: no memory bound)"
                 if stream.total_bytes < _CACHE_BYTES else ""))
     report("memory weights (float32)", f"{weight_bytes / _MIB:.0f} MiB "

@@ -90,8 +90,10 @@ class BiLM(keras.Model):
             **kwargs: passed to the constructor (`stateful`, `name`, ...).
         """
         from keras_elmo import weight_file as weight_format
+        from keras_elmo.file_filled_weights import zeros_until_filled
 
-        bilm = cls(options_file, **kwargs)
+        with zeros_until_filled():  # no random draws the file would overwrite
+            bilm = cls(options_file, **kwargs)
         weight_format.load_bilm_weights(bilm, weight_file)
         return bilm
 

@@ -6,6 +6,7 @@ from keras import ops
 
 from keras_elmo import constants
 from keras_elmo.characters import token_mask
+from keras_elmo.file_filled_weights import file_weight_initializer
 from keras_elmo.highway import Highway
 from keras_elmo.options import BiLMOptions
 
@@ -116,7 +117,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         self.char_embeddings = self.add_weight(
             name="char_embeddings",
             shape=(constants.NUM_FILE_CHARACTERS, self.char_embedding_dim),
-            initializer=keras.initializers.RandomUniform(-1.0, 1.0))
+            initializer=file_weight_initializer(keras.initializers.RandomUniform(-1.0, 1.0)))
         self.conv_kernels, self.conv_biases = [], []
         for i, (width, count) in enumerate(self.filters):
             if self.activation == "relu":
@@ -126,7 +127,7 @@ class CharCNNEmbedder(keras.layers.Layer):
                     stddev=(1.0 / (width * self.char_embedding_dim)) ** 0.5)
             self.conv_kernels.append(self.add_weight(
                 name=f"conv_{i}_kernel", shape=(width, self.char_embedding_dim, count),
-                initializer=init))
+                initializer=file_weight_initializer(init)))
             self.conv_biases.append(self.add_weight(
                 name=f"conv_{i}_bias", shape=(count,), initializer="zeros"))
         self.highways = []
@@ -138,8 +139,8 @@ class CharCNNEmbedder(keras.layers.Layer):
         if self.use_projection:
             self.projection = keras.layers.Dense(
                 self.projection_dim, name="projection", dtype=self.dtype_policy,
-                kernel_initializer=keras.initializers.RandomNormal(
-                    stddev=(1.0 / self.num_filters) ** 0.5))
+                kernel_initializer=file_weight_initializer(keras.initializers.RandomNormal(
+                    stddev=(1.0 / self.num_filters) ** 0.5)))
             self.projection.build((None, self.num_filters))
 
     def call(self, inputs):

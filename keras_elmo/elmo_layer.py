@@ -83,8 +83,10 @@ class ElmoLayer(keras.layers.Layer):
     def from_weights(cls, options_file, weight_file, **kwargs):
         """An `ElmoLayer` over a published-layout biLM (`options.json`, `weights.hdf5`)."""
         from keras_elmo import weight_file as weight_format
+        from keras_elmo.file_filled_weights import zeros_until_filled
 
-        layer = cls(options_file, **kwargs)
+        with zeros_until_filled():  # the biLM's weights: no random draws the file overwrites
+            layer = cls(options_file, **kwargs)
         weight_format.load_bilm_weights(layer.bilm, weight_file)
         return layer
 

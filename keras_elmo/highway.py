@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_elmo.file_filled_weights import file_weight_initializer
+
 #: bilm-tf initialises the carry bias to this value (the gate starts mostly closed).
 _CARRY_BIAS_INIT = -2.0
 
@@ -39,11 +41,13 @@ class Highway(keras.layers.Layer):
 
     def build(self, input_shape):
         dim = int(input_shape[-1])
-        init = self.kernel_initializer or keras.initializers.RandomNormal(stddev=(1.0 / dim) ** 0.5)
+        default = keras.initializers.RandomNormal(stddev=(1.0 / dim) ** 0.5)
+        init = file_weight_initializer(self.kernel_initializer or default)
         self.carry_kernel = self.add_weight(name="carry_kernel", shape=(dim, dim), initializer=init)
         self.carry_bias = self.add_weight(
             name="carry_bias", shape=(dim,),
-            initializer=keras.initializers.Constant(_CARRY_BIAS_INIT))
+            initializer=file_weight_initializer(
+                keras.initializers.Constant(_CARRY_BIAS_INIT)))
         self.transform_kernel = self.add_weight(name="transform_kernel", shape=(dim, dim),
                                                 initializer=init)
         self.transform_bias = self.add_weight(name="transform_bias", shape=(dim,),

@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo import constants
+from keras_elmo.file_filled_weights import file_weight_initializer
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -52,15 +53,16 @@ class LSTMProjectionCell(keras.layers.Layer):
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
         gate_dim = constants.NUM_GATES * self.units
+        kernel_init = file_weight_initializer("glorot_uniform")  # zeros when a file fills them
         self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, gate_dim),
-                                            initializer="glorot_uniform")
+                                            initializer=kernel_init)
         self.recurrent_kernel = self.add_weight(
             name="recurrent_kernel", shape=(self.projection_dim, gate_dim),
-            initializer="glorot_uniform")
+            initializer=kernel_init)
         self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer="zeros")
         self.projection_kernel = self.add_weight(
             name="projection_kernel", shape=(self.units, self.projection_dim),
-            initializer="glorot_uniform")
+            initializer=kernel_init)
 
     def zero_state(self, batch_size):
         """Zero `(h, c)` for `batch_size` rows."""

@@ -107,10 +107,12 @@ def tensorflow_allocator():
     when `TF_ENABLE_ONEDNN_OPTS=1`). Its oneDNN allocator then keeps every large block it
     ever served in a pool of its own (BFC): freed tensors are reused by TensorFlow but never
     go back to the OS, and neither `limit_malloc_retention` nor `release_freed_memory`
-    reaches them. A published biLM loaded into random-initialised variables then holds its
-    weights twice (measured: 1,440 vs 975 MiB after loading). `TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1`
-    set before TensorFlow starts sends those blocks to `malloc` instead (a few percent slower
-    at batch 32 on a machine of this project, 8-17%, in exchange for the memory).
+    reaches them. A published biLM loaded into random-initialised variables would hold its
+    weights twice (measured: 1,430 vs 990 MiB after loading), which is why `from_weights`
+    builds with zeros and fills them in place (`keras_elmo.file_filled_weights`); the pool
+    still keeps the largest batch's activations. `TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` set
+    before TensorFlow starts sends those blocks to `malloc` instead (slower at batch 32 on a
+    machine of this project, 8-17%, in exchange for the memory).
 
     Returns:
         str: `"onednn-pool"`, `"onednn-system"` (oneDNN with the system allocator) or

@@ -69,7 +69,7 @@ def _mapping(bilm):
     for i, (width, count) in enumerate(options.filters):
         kernel = embedder.conv_kernels[i]
         entries.append((f"CNN/W_cnn_{i}", (1, width, emb_dim, count),
-                        lambda d, v=kernel: v.assign(np.asarray(d[0], np.float32)),
+                        lambda d, v=kernel: _write(v, _aligned_copy(d[0])),
                         lambda v=kernel: np.asarray(v.numpy())[None]))
         direct(f"CNN/b_cnn_{i}", embedder.conv_biases[i], (count,))
     num_filters = options.num_filters
@@ -101,8 +101,8 @@ def _mapping(bilm):
             entries.append((prefix + "W_0", (input_dim + proj, constants.NUM_GATES * units),
                             load_w, save_w))
             entries.append((prefix + "B", (constants.NUM_GATES * units,),
-                            lambda d, cell=cell: cell.bias.assign(
-                                _tf_to_keras_gates(_read(d), units)),
+                            lambda d, cell=cell: _write(
+                                cell.bias, _aligned_copy(_tf_to_keras_gates(_read(d), units))),
                             lambda cell=cell: _keras_to_tf_gates(cell.bias.numpy(), units)))
             direct(prefix + "W_P_0", cell.projection_kernel, (units, proj))
     return entries
@@ -132,7 +132,40 @@ def _assign_rows(variable, read_rows):
     for start in range(0, num_rows, step):
         stop = min(num_rows, start + step)
         value[start:stop] = read_rows(start, stop)
-    variable.assign(_as_tensor(value))
+    _write(variable, value)
+
+
+def _write(variable, value):
+    """`variable = value` (an aligned float32 array of the variable's shape, not used after).
+
+    A variable that holds only zeros (built inside `zeros_until_filled()`) gets the values
+    added in its own buffer, `0 + x = x`: assigning would give it a new buffer, and
+    TensorFlow's allocator would keep the old one for the rest of the process. TensorFlow's
+    CPU kernels flush subnormals to zero and `0 + (-0) = +0`, so values holding either are
+    assigned instead (the loaded model stays bit for bit the file). Any other variable is
+    assigned.
+    """
+    import tensorflow as tf
+
+    target = getattr(variable, "value", variable)  # a Keras variable's tf.Variable
+    if (isinstance(target, tf.Variable) and _exact_when_added_to_zero(value)
+            and not bool(tf.reduce_any(tf.not_equal(target, 0.0)))):
+        target.assign_add(_as_tensor(value))
+    else:
+        variable.assign(_as_tensor(value))
+
+
+def _exact_when_added_to_zero(value):
+    """False if `value` holds a subnormal or a -0.0 (what `0 + x` in TensorFlow changes)."""
+    tiny = np.abs(value) < np.finfo(np.float32).tiny  # zeros and subnormals
+    return not tiny.any() or not (np.any(value[tiny] != 0) or np.any(np.signbit(value[tiny])))
+
+
+def _aligned_copy(array):
+    """A float32 copy of `array` in a buffer `_as_tensor` can share."""
+    value = _aligned_empty(np.shape(array))
+    value[...] = array
+    return value
 
 
 def _aligned_empty(shape):

@@ -76,10 +76,9 @@ def warm_start(model, source_dir, vocab):
         copied = _copy_softmax_rows(source_model, source_vocab, model, vocab)
     else:  # published weights only: no softmax
         from keras_elmo.bilm import BiLM
-        from keras_elmo.weight_file import load_bilm_weights
 
-        bilm = BiLM(model.options)  # equal to the source's but for `extra`
-        load_bilm_weights(bilm, find_model_files(source_dir)[1])
+        bilm = BiLM.from_weights(model.options,  # equal to the source's but for `extra`
+                                 find_model_files(source_dir)[1])
         model.transfer_from(bilm)
     return {"source": source_dir, "softmax_rows_copied": copied, "vocab_size": len(vocab)}
 
