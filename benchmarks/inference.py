@@ -51,6 +51,7 @@ Example:
     python benchmarks/inference.py --config small --batch-sizes 1 8 32 --repeats 7
     python benchmarks/inference.py --breakdown       # also time char CNN and biLSTM alone
     python benchmarks/inference.py --batch-sizes 1 --weights random  # batch 1 only, no file
+    python benchmarks/inference.py --dtype bfloat16  # the explicit reduced-precision option
 """
 
 import os
@@ -117,6 +118,9 @@ def parse_args(argv):
                              "(20; 0 skips them)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the char CNN and the biLSTM alone (at each batch size)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the biLM's dtype policy: float32 (default) or the explicit "
+                             "reduced-precision bfloat16 (weights and compute; outputs float32)")
     parser.add_argument("--weights", default="file", choices=("file", "random"),
                         help="file: load a weights.hdf5 written by save_published, as a user "
                              "does (default); random: random initialisers, no file")
@@ -179,12 +183,13 @@ def main(argv=None):
         if allocator == "onednn-pool" else ""))
     options = getattr(keras_elmo.BiLMOptions, args.config)()
     if args.weights == "file":
-        bilm = keras_elmo.BiLM.from_weights(*files)
+        bilm = keras_elmo.BiLM.from_weights(*files, dtype=args.dtype)
         stages.mark(f"BiLM.from_weights ({files[1]})")
     else:
-        bilm = keras_elmo.BiLM(options)
+        bilm = keras_elmo.BiLM(options, dtype=args.dtype)
         stages.mark("BiLM with random weights")
-    weight_bytes = sum(int(np.prod(v.shape)) * 4 for v in bilm.weights)
+    weight_bytes = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size for v in bilm.weights)
+    num_parameters = sum(int(np.prod(v.shape)) for v in bilm.weights)
     flops = flops_per_position(options)
     positions = args.length + 2  # <S> and </S> are processed too
     rng = np.random.default_rng(0)
@@ -201,7 +206,8 @@ def main(argv=None):
         encode_context = tf.function(lambda x: bilm.contextual_encoder(x, training=False))
         for b in args.batch_sizes:
             framed = bilm.get_layer("add_sentence_boundaries")(inputs[b])  # (b, T + 2, chars)
-            vectors = tf.random.normal((b, positions, options.projection_dim))  # (b, T + 2, P)
+            vectors = tf.random.normal((b, positions, options.projection_dim),
+                                       dtype=bilm.contextual_encoder.compute_dtype)  # (b, T+2, P)
             variants[f"batch {b} char CNN"] = (
                 encode_tokens, framed, b,
                 flops["char_cnn"] + flops["highway"] + flops["projection"])
@@ -270,8 +276,8 @@ def main(argv=None):
                (f" (back to back {in_a_row:.1f} = {in_a_row / bound:.0%})" if in_a_row else "") +
                (" (weights fit in the caches here: no memory bound)"
                 if stream.total_bytes < _CACHE_BYTES else ""))
-    report("memory weights (float32)", f"{weight_bytes / _MIB:.0f} MiB "
-           f"({weight_bytes / 1e6:.0f} MB, {weight_bytes // 4:,} parameters)")
+    report(f"memory weights ({args.dtype})", f"{weight_bytes / _MIB:.0f} MiB "
+           f"({weight_bytes / 1e6:.0f} MB, {num_parameters:,} parameters)")
     for name, text in stages.lines():
         report(f"memory {name}", text)
     floor = dict(stages.stages)["import tensorflow + keras (the floor)"]["rss"]

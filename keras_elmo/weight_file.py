@@ -143,16 +143,20 @@ def _write(variable, value):
     TensorFlow's allocator would keep the old one for the rest of the process. TensorFlow's
     CPU kernels flush subnormals to zero and `0 + (-0) = +0`, so values holding either are
     assigned instead (the loaded model stays bit for bit the file). Any other variable is
-    assigned.
+    assigned. A reduced-precision variable (`BiLM(dtype="bfloat16")`) gets the values
+    rounded to its dtype.
     """
     import tensorflow as tf
 
     target = getattr(variable, "value", variable)  # a Keras variable's tf.Variable
+    tensor = _as_tensor(value)
+    if tensor.dtype != variable.dtype:  # a reduced-precision model (BiLM(dtype="bfloat16"))
+        tensor = tf.cast(tensor, variable.dtype)
     if (isinstance(target, tf.Variable) and _exact_when_added_to_zero(value)
-            and not bool(tf.reduce_any(tf.not_equal(target, 0.0)))):
-        target.assign_add(_as_tensor(value))
+            and not bool(tf.reduce_any(tf.not_equal(target, tf.zeros((), target.dtype))))):
+        target.assign_add(tensor)
     else:
-        variable.assign(_as_tensor(value))
+        variable.assign(tensor)
 
 
 def _exact_when_added_to_zero(value):

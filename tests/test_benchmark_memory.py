@@ -58,6 +58,8 @@ def test_embed_rate_corpus_varies_lengths_and_repeats_words():
       "batch 2 back-to-back tokens/s (3 calls in a row)", "peak memory of the model"]),
     ("embed_rate.py", ["--config", "tiny", "--repeats", "1", "--sentences", "40"],
      ["embed file tokens/s", "embed file / model alone"]),
+    ("reduced_precision.py", ["--models", "tiny", "--batch-size", "2", "--length", "3"],
+     ["tiny layer 0: max |bfloat16 - float32|", "tiny layer 2:"]),
 ])
 def test_scripts_run_at_tiny_size(tmp_path, script, args, expected):
     done = subprocess.run(
