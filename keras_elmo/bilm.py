@@ -61,6 +61,7 @@ class BiLM(keras.Model):
             name="contextual_encoder", dtype=dtype)
         add_boundaries = AddSentenceBoundaries(options.max_characters_per_token,
                                                name="add_sentence_boundaries")
+        # Left at the global policy (float32): a bfloat16 biLM still returns float32 vectors.
         remove_boundaries = RemoveSentenceBoundaries(name="remove_sentence_boundaries")
 
         # === Functional model ===
