@@ -82,6 +82,40 @@ def test_a_second_trainer_is_refused_naming_the_holder(data, capfd):
         pass
 
 
+_SLOW_WRITER = textwrap.dedent("""
+    import fcntl, json, os, socket, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked, the record is not written yet
+    print("locked", flush=True)
+    time.sleep(0.6)
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(record) + "\\n").encode(), 0)
+    time.sleep(60)
+""")
+
+
+def test_a_run_refused_before_the_holder_wrote_its_record_still_names_it(tmp_path):
+    """The holder takes the lock, then writes: the refused run waits for the record and
+    does not take a finished run's record (a pid that no longer runs) for the holder's."""
+    model = tmp_path / "model"
+    model.mkdir()
+    lock_path = model / ".train.lock"
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True)
+    lock_path.write_text(json.dumps({"pid": int(finished.stdout), "since": "earlier",
+                                     "host": socket.gethostname()}) + "\n")
+    holder = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(lock_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLockedError, match=f"pid {holder.pid} on host .* since now"):
+            RunLock(str(model)).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def _tiny_trainer(data):
     """`(trainer, corpus)`: a tiny run's Trainer over a prepared model directory."""
     tmp_path, corpus, vocab_path = data

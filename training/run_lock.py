@@ -78,10 +78,43 @@ class RunLock:
         self.release()
 
 
-def _read_holder(fd):
-    """`"pid 4242 on host gpu1 since ..."` from the lock file, or a neutral phrase."""
+#: How long a refused run waits for the holder to write its record (it takes the lock first).
+HOLDER_RECORD_WAIT_S = 3.0
+
+
+def _read_holder(fd, wait_s=HOLDER_RECORD_WAIT_S):
+    """`"pid 4242 on host gpu1 since ..."` from the lock file, or a neutral phrase.
+
+    The holder takes the lock before it writes its record, so a run refused in that instant
+    finds the file empty, or still holding a finished run's record: it polls until the record
+    parses and, on this host, names a living process.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        data = _parse_record(fd)
+        if data is not None and _plausible_holder(data):
+            return f"pid {data['pid']} on host {data['host']} since {data['since']}"
+        if time.monotonic() >= deadline:
+            return "another process (its details are still being written)"
+        time.sleep(0.05)
+
+
+def _parse_record(fd):
     try:
         data = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
-        return f"pid {data['pid']} on host {data['host']} since {data['since']}"
-    except (ValueError, KeyError, TypeError, OSError):
-        return "another process (its details are still being written)"
+        return data if all(key in data for key in ("pid", "host", "since")) else None
+    except (ValueError, TypeError, OSError):
+        return None
+
+
+def _plausible_holder(data):
+    """False only for a record of this host whose pid no longer runs (a previous run's)."""
+    if data["host"] != socket.gethostname():
+        return True
+    try:
+        os.kill(int(data["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, TypeError, OverflowError):
+        return True
+    return True
