@@ -79,8 +79,7 @@ def run_layer_with_sequence_gradient(cells, gates):
     cell = cells[0]
     kernels = []
     for c in cells:
-        kernels += [tf.convert_to_tensor(c.recurrent_kernel),
-                    tf.convert_to_tensor(c.projection_kernel)]
+        kernels += list(c.logical_kernels())  # (P, 4U), (U, P) in any stored layout
     layer = _make_layer(len(cells), cell.cell_clip, cell.proj_clip)
     return list(layer(*gates, *kernels))
 

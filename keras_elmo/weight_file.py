@@ -88,15 +88,20 @@ def _mapping(bilm):
 
             def load_w(dataset, cell=cell, input_dim=input_dim):
                 # W_0 = [W_x; W_h]: rows [0, input_dim) are W_x, the rest W_h.
-                for variable, offset in ((cell.input_kernel, 0),
-                                         (cell.recurrent_kernel, input_dim)):
+                for variable, offset, transposed in (
+                        (cell.input_kernel, 0, False),
+                        (cell.recurrent_kernel, input_dim, cell.kernels_transposed)):
                     _assign_rows(variable, lambda r0, r1, o=offset: _tf_to_keras_gates(
-                        _read(dataset, o + r0, o + r1), units))
+                        _read(dataset, o + r0, o + r1), units), transposed)
 
             def save_w(cell=cell):
                 stacked = np.concatenate([cell.input_kernel.numpy(),
-                                          cell.recurrent_kernel.numpy()], axis=0)
+                                          _logical(cell, cell.recurrent_kernel)], axis=0)
                 return _keras_to_tf_gates(stacked, units)
+
+            def load_p(dataset, cell=cell):
+                _assign_rows(cell.projection_kernel,
+                             lambda r0, r1: _read(dataset, r0, r1), cell.kernels_transposed)
 
             entries.append((prefix + "W_0", (input_dim + proj, constants.NUM_GATES * units),
                             load_w, save_w))
@@ -104,8 +109,15 @@ def _mapping(bilm):
                             lambda d, cell=cell: _write(
                                 cell.bias, _aligned_copy(_tf_to_keras_gates(_read(d), units))),
                             lambda cell=cell: _keras_to_tf_gates(cell.bias.numpy(), units)))
-            direct(prefix + "W_P_0", cell.projection_kernel, (units, proj))
+            entries.append((prefix + "W_P_0", (units, proj), load_p,
+                            lambda cell=cell: _logical(cell, cell.projection_kernel)))
     return entries
+
+
+def _logical(cell, variable):
+    """A cell kernel as a numpy array in the `(in, out)` layout (see `LSTMProjectionCell`)."""
+    array = np.asarray(variable.numpy())
+    return array.T if cell.kernels_transposed else array
 
 
 def _read(dataset, start=None, stop=None):
@@ -118,20 +130,25 @@ def _block_rows(shape):
     return max(1, _BLOCK_BYTES // (4 * max(1, math.prod(shape[1:]))))
 
 
-def _assign_rows(variable, read_rows):
+def _assign_rows(variable, read_rows, transposed=False):
     """`variable = read_rows(...)` read one block of rows (about `_BLOCK_BYTES`) at a time
     into one array in the layer's layout, then assigned whole.
 
     The array is the only full-size temporary (no permuted second copy). Assigning slices
     of the variable instead would put it in TensorFlow's copy-on-read mode (sparse access):
     every later read, every step of the LSTM loop, would then copy the whole matrix.
+    `transposed`: the variable stores the transpose of what the rows make up (a bfloat16
+    cell's `W_h`, `W_p`); the blocks go into the array's columns.
     """
-    num_rows = int(variable.shape[0])
-    step = _block_rows(tuple(variable.shape))
-    value = _aligned_empty(tuple(variable.shape))
+    shape = tuple(variable.shape)
+    rows_shape = shape[::-1] if transposed else shape
+    num_rows = rows_shape[0]
+    step = _block_rows(rows_shape)
+    value = _aligned_empty(shape)
+    rows = value.T if transposed else value
     for start in range(0, num_rows, step):
         stop = min(num_rows, start + step)
-        value[start:stop] = read_rows(start, stop)
+        rows[start:stop] = read_rows(start, stop)
     _write(variable, value)
 
 

@@ -52,3 +52,84 @@ def test_outputs_are_float32_and_near_the_float32_model(model_files):
     diff = np.abs(a - b)
     assert 0 < diff.max() <= 0.05 * np.abs(a).max(), (diff.max(), np.abs(a).max())
     assert diff.mean() <= 0.02 * np.abs(a).mean()
+
+
+def _encoders_with_the_same_rounded_weights():
+    """A float32 and a bfloat16 `ResidualBiLSTM`, the float32 one's weights rounded to
+    bfloat16 and copied through a Keras `.weights.h5` (as a user moves them)."""
+    import keras_elmo
+
+    def encoder(dtype):
+        layer = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2,
+                                          cell_clip=3.0, proj_clip=3.0, dtype=dtype)
+        layer(np.zeros((1, 3, 4), "float32"))
+        return layer
+
+    exact, reduced = encoder("float32"), encoder("bfloat16")
+    rng = np.random.default_rng(5)
+    for w in exact.weights:
+        w.assign(_to_bfloat16_and_back(rng.normal(size=w.shape).astype("float32")))
+    return exact, reduced
+
+
+def test_bfloat16_cells_keep_step_kernels_transposed_and_keras_files_in_either_dtype(tmp_path):
+    import keras
+
+    def saving(encoder):  # a model holding the layer: what save_weights is called on
+        inputs = keras.Input((None, 4))
+        return keras.Model(inputs, encoder(inputs))
+
+    exact, reduced = _encoders_with_the_same_rounded_weights()
+    path = str(tmp_path / "encoder.weights.h5")
+    saving(exact).save_weights(path)
+    saving(reduced).load_weights(path)
+    for f32_cell, bf16_cell in zip(exact.cells["forward"] + exact.cells["backward"],
+                                   reduced.cells["forward"] + reduced.cells["backward"]):
+        assert bf16_cell.kernels_transposed and not f32_cell.kernels_transposed
+        assert bf16_cell.recurrent_kernel.shape == (24, 4)  # (4U, P), stored transposed
+        assert bf16_cell.projection_kernel.shape == (4, 6)  # (P, U)
+        for want, got in zip(f32_cell.logical_kernels(), bf16_cell.logical_kernels()):
+            np.testing.assert_array_equal(tf.cast(got, tf.float32), want)
+    # and back: the bfloat16 encoder's file loads into a float32 one, values unchanged
+    saving(reduced).save_weights(path)
+    again, _ = _encoders_with_the_same_rounded_weights()
+    for w in again.weights:
+        w.assign(tf.zeros_like(w))
+    saving(again).load_weights(path)
+    for want, got in zip(exact.weights, again.weights):
+        np.testing.assert_array_equal(got, want, err_msg=want.path)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["sequence-gradient", "plain-ops"])
+def test_bfloat16_encoder_outputs_and_gradients_follow_the_float32_ones(training):
+    """Same (rounded) weights: outputs and weight gradients within bfloat16's error of the
+    float32 encoder's, each gradient in its variable's own stored layout."""
+    exact, reduced = _encoders_with_the_same_rounded_weights()
+    for source, target in zip(exact.cells["forward"] + exact.cells["backward"],
+                              reduced.cells["forward"] + reduced.cells["backward"]):
+        for want, variable in zip(source.weights, target.weights):
+            value = want.numpy()
+            if any(variable is v for v in target._stored_transposed()):
+                value = value.T
+            variable.assign(tf.cast(value, tf.bfloat16))
+    rng = np.random.default_rng(6)
+    x = tf.constant(_to_bfloat16_and_back(rng.normal(size=(2, 5, 4))), tf.float32)
+    mask = np.arange(5)[None, :] < np.array([5, 3])[:, None]
+    probe = tf.constant(rng.normal(size=(2, 2, 5, 8)), tf.float32)
+    results = []
+    for encoder in (exact, reduced):
+        with tf.GradientTape() as tape:
+            out = tf.cast(encoder(x, mask=mask, training=training), tf.float32)
+            loss = tf.reduce_sum(out * probe)
+        results.append((out.numpy(), tape.gradient(loss, encoder.trainable_weights)))
+    (a, grads_a), (b, grads_b) = results
+    assert np.abs(a - b).max() <= 0.03 * np.abs(a).max()
+    cells_b = reduced.cells["forward"] + reduced.cells["backward"]
+    transposed = {id(v) for c in cells_b for v in c._stored_transposed()}
+    for want, got, variable in zip(grads_a, grads_b, reduced.trainable_weights):
+        got = tf.cast(got, tf.float32).numpy()
+        assert got.shape == tuple(variable.shape), variable.path
+        if id(variable) in transposed:
+            got = got.T
+        want = np.asarray(want)
+        assert np.abs(got - want).max() <= 0.05 * np.abs(want).max() + 1e-3, variable.path
