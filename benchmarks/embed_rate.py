@@ -1,7 +1,8 @@
 """Rate of embedding a file (`keras-elmo embed`'s path) against the model's own rate.
 
 One process, one biLM (loaded with `BiLM.from_weights` from a file written by our own
-writer, like `inference.py --weights file`), one text file of `--sentences` lines of
+writer, like `inference.py --weights file`, in `--dtype`: float32 or the explicit
+reduced-precision bfloat16, for both paths timed), one text file of `--sentences` lines of
 realistic, varying lengths (lengths drawn from a log-normal with median `--median-length`
 tokens, 1..`--max-length`; words drawn Zipf-like from a vocabulary of random words of
 realistic character lengths, so that a batch repeats words as text does). In interleaved
@@ -24,6 +25,7 @@ target: >= 90% at batch 32.
 Example:
     python benchmarks/embed_rate.py                               # published size, batch 32
     python benchmarks/embed_rate.py --config small --sentences 1000 --repeats 5 --file-order
+    python benchmarks/embed_rate.py --dtype bfloat16              # as embed --dtype bfloat16
 """
 
 import os
@@ -52,6 +54,10 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--file-order", action="store_true",
                         help="also time the model on batches in the file's order (slow)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the biLM's dtype policy, for both the model-alone and the "
+                             "embed-file rate: float32 (default) or the explicit reduced-"
+                             "precision bfloat16 (weights and compute; outputs float32)")
     parser.add_argument("--weights-dir", default=None,
                         help="model kept between runs (default: $TMPDIR/keras-elmo-bench-CONFIG)")
     args = parser.parse_args(argv)
@@ -104,7 +110,7 @@ def main(argv=None):
     from keras_elmo.embedding.bilm_runner import BiLMRunner
     from keras_elmo.embedding.embed_file import embed_file
 
-    bilm = keras_elmo.BiLM.from_weights(*files)
+    bilm = keras_elmo.BiLM.from_weights(*files, dtype=args.dtype)
     rng = np.random.default_rng(0)
     sentences = corpus(args.sentences, args.median_length, args.max_length, args.vocab_size,
                        rng)
@@ -140,7 +146,7 @@ def main(argv=None):
             probe.sample()
 
     rates = {name: [num_tokens / s for s in samples] for name, samples in seconds.items()}
-    report("config", f"{args.config}, batch {args.batch_size}")
+    report("config", f"{args.config}, batch {args.batch_size}, {args.dtype}")
     report("file", f"{args.sentences} sentences, {num_tokens} tokens (lengths "
            f"{min(map(len, sentences))}..{max(map(len, sentences))}, median "
            f"{int(np.median([len(s) for s in sentences]))})")

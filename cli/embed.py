@@ -8,6 +8,7 @@ Example:
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5
     keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --average --batch-size 32
     keras-elmo embed runs/pd_raw_jieba raw_chinese.txt elmo.hdf5   # jieba: the model's own
+    keras-elmo embed runs/people_daily_small sentences.txt elmo.hdf5 --dtype bfloat16
     keras-elmo embed sentences.txt elmo.hdf5 --all \\
         --options-file elmo_2x4096_512_2048cnn_2xhighway_options.json \\
         --weight-file elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5
@@ -65,6 +66,12 @@ def add_parser(subparsers):
     parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
                         help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
                              "TensorFlow loads; -1 runs on the CPU")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="the biLM's precision: float32 (default) or bfloat16, an "
+                             "explicit reduced-precision option: weights (half the memory) "
+                             "and compute in bfloat16, the HDF5 weight file still float32; "
+                             "faster on CPUs with AVX512_BF16 / AMX, vectors within about 1%% "
+                             "of float32's; the output stays float32")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run, output_format=None)
@@ -106,7 +113,7 @@ def run(args):
 
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
                             batch_size=args.batch_size, token_cache=vocab or False,
-                            tokenizer=tokenizer)
+                            tokenizer=tokenizer, dtype=args.dtype)
     stats = embedder.embed_file(args.input, args.output, output_format=output_format,
                                 forget_sentences=args.forget_sentences,
                                 use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,
