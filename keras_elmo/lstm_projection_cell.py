@@ -5,11 +5,11 @@ Weights are kept in Keras' gate order (i, f, c, o); `keras_elmo.weight_file` con
 and to the published order (i, j, f, o). Like the published files, `bias` does not hold the
 constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips bit for bit.
 
-A bfloat16 cell (`dtype="bfloat16"`, the explicit reduced-precision option) stores the two
-kernels every step reads, `W_h` and `W_p`, transposed: TensorFlow's bfloat16 matmul (oneDNN)
-ran the published model's steps 2x faster at batch 1 and 1.5x at batch 32 with a `(out, in)`
-right operand than with `(in, out)` (AVX512_BF16 CPU; float32 keeps `(in, out)`, faster
-there at batch 1). The layout is the cell's own business: `logical_kernels()`, Keras weight
+A bfloat16 cell (`dtype="bfloat16"`, the explicit reduced-precision option) stores its
+kernels `W_x`, `W_h` and `W_p` transposed, `(out, in)`: TensorFlow's bfloat16 matmul (oneDNN)
+ran the published model's step products 2x faster at batch 1 and 1.5x at batch 32 with such
+a right operand than with `(in, out)`, and the hoisted input products 1.8x and 1.2x (an
+AVX512_BF16 CPU; float32 keeps `(in, out)`, which its kernel prefers). The layout is the cell's own business: `logical_kernels()`, Keras weight
 files and `keras_elmo.weight_file` all see `(in, out)` in every dtype.
 """
 
@@ -43,10 +43,11 @@ class LSTMProjectionCell(keras.layers.Layer):
         **kwargs: base layer arguments.
 
     Attributes:
-        kernels_transposed: bool, set by `build`: `recurrent_kernel` and
-            `projection_kernel` are stored `(4 * units, projection_dim)` and
-            `(projection_dim, units)` (a bfloat16 cell), else `(projection_dim, 4 * units)`
-            and `(units, projection_dim)`.
+        kernels_transposed: bool, set by `build`: `input_kernel`, `recurrent_kernel` and
+            `projection_kernel` are stored `(4 * units, input_dim)`, `(4 * units,
+            projection_dim)` and `(projection_dim, units)` (a bfloat16 cell), else
+            `(input_dim, 4 * units)`, `(projection_dim, 4 * units)` and `(units,
+            projection_dim)`.
 
     Call arguments (`step`):
         input_gates: `(batch, 4 * units)`, this step's `x W_x + b` from `input_gates()`.
@@ -75,9 +76,9 @@ class LSTMProjectionCell(keras.layers.Layer):
         kernel_init = file_weight_initializer("glorot_uniform")  # zeros when a file fills them
         self.kernels_transposed = self.compute_dtype in TRANSPOSED_KERNEL_DTYPES
         stored = (lambda shape: shape[::-1]) if self.kernels_transposed else (lambda s: s)
-        self.input_kernel = self.add_weight(name="input_kernel", shape=(input_dim, gate_dim),
-                                            initializer=kernel_init)
-        self.recurrent_kernel = self.add_weight(  # Glorot's limit is the same either way
+        self.input_kernel = self.add_weight(  # Glorot's limit is the same either way
+            name="input_kernel", shape=stored((input_dim, gate_dim)), initializer=kernel_init)
+        self.recurrent_kernel = self.add_weight(
             name="recurrent_kernel", shape=stored((self.projection_dim, gate_dim)),
             initializer=kernel_init)
         self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer="zeros")
@@ -102,7 +103,8 @@ class LSTMProjectionCell(keras.layers.Layer):
             [tf.zeros((self.units,), self.bias.dtype),
              tf.fill((self.units,), tf.constant(constants.FORGET_BIAS, self.bias.dtype)),
              tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
-        gates = tf.matmul(flat, self.input_kernel)  # (N, 4 * units)
+        gates = tf.matmul(flat, self.input_kernel,
+                          transpose_b=self.kernels_transposed)  # (N, 4 * units)
         gates = tf.reshape(gates, tf.concat([leading, [constants.NUM_GATES * self.units]], 0))
         # The bias joins after the reshape: a bias right on the matmul is fused by Grappler
         # into one oneDNN inner product, which in bfloat16 held 2 x 50 MiB more at batch 32
@@ -130,6 +132,11 @@ class LSTMProjectionCell(keras.layers.Layer):
             h = tf.clip_by_value(h, -self.proj_clip, self.proj_clip)
         return h, c
 
+    @property
+    def input_dim(self):
+        """Width of the inputs the cell was built for, in any stored layout."""
+        return int(self.input_kernel.shape[-1 if self.kernels_transposed else 0])
+
     def kernels(self):
         """`(W_h, W_p)` as stored, what every step reads: shapes `(P, 4U)` and `(U, P)`, or
         `(4U, P)` and `(P, U)` when `kernels_transposed`."""
@@ -148,7 +155,7 @@ class LSTMProjectionCell(keras.layers.Layer):
         """The variables kept transposed (none unless `kernels_transposed`)."""
         if not self.kernels_transposed:
             return ()
-        return (self.recurrent_kernel, self.projection_kernel)
+        return (self.input_kernel, self.recurrent_kernel, self.projection_kernel)
 
     def save_own_variables(self, store):
         """Keras weight files hold `(in, out)` kernels in every dtype (float32 and bfloat16

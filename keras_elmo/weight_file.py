@@ -84,18 +84,17 @@ def _mapping(bilm):
     for d, direction in enumerate(_DIRECTIONS):
         for layer, cell in enumerate(encoder.cells[direction]):
             prefix = _LSTM_PREFIX.format(direction=d, layer=layer)
-            input_dim = int(cell.input_kernel.shape[0])
+            input_dim = cell.input_dim
 
             def load_w(dataset, cell=cell, input_dim=input_dim):
                 # W_0 = [W_x; W_h]: rows [0, input_dim) are W_x, the rest W_h.
-                for variable, offset, transposed in (
-                        (cell.input_kernel, 0, False),
-                        (cell.recurrent_kernel, input_dim, cell.kernels_transposed)):
+                for variable, offset in ((cell.input_kernel, 0),
+                                         (cell.recurrent_kernel, input_dim)):
                     _assign_rows(variable, lambda r0, r1, o=offset: _tf_to_keras_gates(
-                        _read(dataset, o + r0, o + r1), units), transposed)
+                        _read(dataset, o + r0, o + r1), units), cell.kernels_transposed)
 
             def save_w(cell=cell):
-                stacked = np.concatenate([cell.input_kernel.numpy(),
+                stacked = np.concatenate([_logical(cell, cell.input_kernel),
                                           _logical(cell, cell.recurrent_kernel)], axis=0)
                 return _keras_to_tf_gates(stacked, units)
 

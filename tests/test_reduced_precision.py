@@ -88,6 +88,7 @@ def test_bfloat16_cells_keep_step_kernels_transposed_and_keras_files_in_either_d
         assert bf16_cell.kernels_transposed and not f32_cell.kernels_transposed
         assert bf16_cell.recurrent_kernel.shape == (24, 4)  # (4U, P), stored transposed
         assert bf16_cell.projection_kernel.shape == (4, 6)  # (P, U)
+        assert bf16_cell.input_kernel.shape == (24, 4)  # (4U, in)
         for want, got in zip(f32_cell.logical_kernels(), bf16_cell.logical_kernels()):
             np.testing.assert_array_equal(tf.cast(got, tf.float32), want)
     # and back: the bfloat16 encoder's file loads into a float32 one, values unchanged
