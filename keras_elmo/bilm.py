@@ -166,7 +166,9 @@ class BiLM(keras.Model):
     def get_config(self):
         return {"options": self.options.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "name": self.name,
-                "trainable": self.trainable}
+                "trainable": self.trainable,
+                # The sublayers hold the biLM's policy (a functional model keeps float32).
+                "dtype": keras.dtype_policies.serialize(self.token_embedder.dtype_policy)}
 
     @classmethod
     def from_config(cls, config):

@@ -9,8 +9,10 @@ A bfloat16 cell (`dtype="bfloat16"`, the explicit reduced-precision option) stor
 kernels `W_x`, `W_h` and `W_p` transposed, `(out, in)`: TensorFlow's bfloat16 matmul (oneDNN)
 ran the published model's step products 2x faster at batch 1 and 1.5x at batch 32 with such
 a right operand than with `(in, out)`, and the hoisted input products 1.8x and 1.2x (an
-AVX512_BF16 CPU; float32 keeps `(in, out)`, which its kernel prefers). The layout is the cell's own business: `logical_kernels()`, Keras weight
-files and `keras_elmo.weight_file` all see `(in, out)` in every dtype.
+AVX512_BF16 CPU; float32 keeps `(in, out)`, which its kernel prefers). The layout is the
+cell's own business: `logical_kernels()`, `logical_weights()`, Keras weight files and
+`keras_elmo.weight_file` all see `(in, out)` in every dtype. (A SavedModel holds the
+variables as stored: a bfloat16 export's `recurrent_kernel` is `(4U, P)`.)
 """
 
 import numpy as np
@@ -21,7 +23,7 @@ import tensorflow as tf
 from keras_elmo import constants
 from keras_elmo.file_filled_weights import file_weight_initializer
 
-#: Compute dtypes whose cells store `W_h` and `W_p` transposed (see the module docstring).
+#: Compute dtypes whose cells store `W_x`, `W_h` and `W_p` transposed (module docstring).
 TRANSPOSED_KERNEL_DTYPES = ("bfloat16",)
 
 
@@ -47,7 +49,8 @@ class LSTMProjectionCell(keras.layers.Layer):
             `projection_kernel` are stored `(4 * units, input_dim)`, `(4 * units,
             projection_dim)` and `(projection_dim, units)` (a bfloat16 cell), else
             `(input_dim, 4 * units)`, `(projection_dim, 4 * units)` and `(units,
-            projection_dim)`.
+            projection_dim)`. It follows the compute dtype, so a `mixed_bfloat16` cell
+            (float32 variables) is transposed too.
 
     Call arguments (`step`):
         input_gates: `(batch, 4 * units)`, this step's `x W_x + b` from `input_gates()`.
@@ -150,6 +153,28 @@ class LSTMProjectionCell(keras.layers.Layer):
         if self.kernels_transposed:
             return tf.transpose(w_h), tf.transpose(w_p)
         return w_h, w_p
+
+    def logical_weights(self):
+        """`self.weights` as numpy arrays with every kernel `(in, out)`, in any dtype: what
+        `set_logical_weights` of a cell of any dtype takes (Keras' `get_weights` gives the
+        stored layout)."""
+        transposed = self._stored_transposed()
+        return [np.transpose(np.asarray(v.numpy())) if any(v is t for t in transposed)
+                else np.asarray(v.numpy()) for v in self.weights]
+
+    def set_logical_weights(self, arrays):
+        """Assigns `logical_weights()` of a cell of the same shape, any dtype."""
+        if len(arrays) != len(self.weights):
+            raise ValueError(f"{self.name} holds {len(self.weights)} weights; received "
+                             f"{len(arrays)}.")
+        transposed = self._stored_transposed()
+        for variable, value in zip(self.weights, arrays):
+            flip = any(variable is t for t in transposed)
+            expected = tuple(variable.shape)[::-1] if flip else tuple(variable.shape)
+            if tuple(np.shape(value)) != expected:
+                raise ValueError(f"{variable.path}: expected shape {expected} (in, out); "
+                                 f"received {np.shape(value)}.")
+            variable.assign(np.transpose(value) if flip else value)
 
     def _stored_transposed(self):
         """The variables kept transposed (none unless `kernels_transposed`)."""

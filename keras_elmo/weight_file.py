@@ -137,7 +137,7 @@ def _assign_rows(variable, read_rows, transposed=False):
     of the variable instead would put it in TensorFlow's copy-on-read mode (sparse access):
     every later read, every step of the LSTM loop, would then copy the whole matrix.
     `transposed`: the variable stores the transpose of what the rows make up (a bfloat16
-    cell's `W_h`, `W_p`); the blocks go into the array's columns.
+    cell's `W_x`, `W_h`, `W_p`); the blocks go into the array's columns.
     """
     shape = tuple(variable.shape)
     rows_shape = shape[::-1] if transposed else shape

@@ -133,4 +133,19 @@ def test_bfloat16_encoder_outputs_and_gradients_follow_the_float32_ones(training
         if id(variable) in transposed:
             got = got.T
         want = np.asarray(want)
-        assert np.abs(got - want).max() <= 0.05 * np.abs(want).max() + 1e-3, variable.path
+        # bfloat16 noise used up to 0.93 of a 5% bound on one CPU; a wrong layout is far off
+        assert np.abs(got - want).max() <= 0.1 * np.abs(want).max() + 1e-3, variable.path
+
+
+def test_a_bfloat16_bilm_reloads_from_a_keras_file_in_bfloat16(model_files, tmp_path):
+    import keras
+
+    (options_file, weight_file), _ = model_files
+    bilm = BiLM.from_weights(options_file, weight_file, dtype="bfloat16")
+    ids = np.random.default_rng(4).integers(1, 262, size=(2, 4, 50)).astype("int32")
+    expected = bilm(ids)["layers"].numpy()
+    path = str(tmp_path / "bilm.keras")
+    bilm.save(path)
+    loaded = keras.models.load_model(path)
+    assert {str(v.dtype) for v in loaded.weights} == {"bfloat16"}
+    np.testing.assert_array_equal(loaded(ids)["layers"].numpy(), expected)

@@ -116,6 +116,26 @@ def test_a_run_refused_before_the_holder_wrote_its_record_still_names_it(tmp_pat
         holder.wait()
 
 
+@pytest.mark.parametrize("content", ['["pid", "host", "since"]', '"pid host since"', "{}",
+                                     "not json", ""])
+def test_a_lock_file_without_a_holder_record_gives_the_neutral_line(tmp_path, monkeypatch,
+                                                                    content):
+    """A held lock whose file holds no usable record (foreign or corrupt) is still refused
+    in one line, after the bounded wait for a record."""
+    from keras_elmo.training import run_lock
+
+    monkeypatch.setattr(run_lock, "HOLDER_RECORD_WAIT_S", 0.2)
+    model = tmp_path / "model"
+    holder = _hold_lock(str(model))
+    try:
+        (model / ".train.lock").write_text(content)  # over the holder's own record
+        with pytest.raises(RunLockedError, match="is being trained by another process"):
+            RunLock(str(model)).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def _tiny_trainer(data):
     """`(trainer, corpus)`: a tiny run's Trainer over a prepared model directory."""
     tmp_path, corpus, vocab_path = data

@@ -78,3 +78,21 @@ def test_weights_transfer_into_a_bilm():
                                    atol=1e-5)
         np.testing.assert_allclose(bilm_layers[row, 0, :n, :8], embeddings[row, 1:n + 1],
                                    atol=1e-5)
+
+
+def test_weights_transfer_between_float32_and_bfloat16_models():
+    """A bfloat16 biLM stores its LSTM kernels transposed; the transfer copies values in
+    the (in, out) layout both ways, so a round trip through bfloat16 gives the float32
+    model's weights rounded to bfloat16, exactly."""
+    from keras_elmo.weight_file import bilm_weight_arrays
+
+    model = LanguageModel(BiLMOptions.tiny(), vocab_size=9)
+    model(batch_to_ids(SENTENCES))
+    reduced = model.transfer_to_bilm(BiLM(BiLMOptions.tiny(), dtype="bfloat16"))
+    again = LanguageModel(BiLMOptions.tiny(), vocab_size=9).transfer_from(reduced)
+    rounded = {name: tf.cast(tf.cast(array, tf.bfloat16), tf.float32).numpy()
+               for name, array in bilm_weight_arrays(model.make_bilm()).items()}
+    for name, array in bilm_weight_arrays(again.make_bilm()).items():
+        np.testing.assert_array_equal(array, rounded[name], err_msg=name)
+    assert any(not np.array_equal(rounded[name], array) for name, array in
+               bilm_weight_arrays(model.make_bilm()).items())  # the rounding did something

@@ -156,4 +156,21 @@ def _copy_encoders(source, target):
         raise ValueError("The BiLM's options differ from the language model's; expected "
                          f"{target.options.to_dict()}, received {source.options.to_dict()}.")
     target.token_embedder.set_weights(source.token_embedder.get_weights())
-    target.contextual_encoder.set_weights(source.contextual_encoder.get_weights())
+    # Cell by cell in the (in, out) layout: a bfloat16 cell stores its kernels transposed.
+    source_encoder, target_encoder = source.contextual_encoder, target.contextual_encoder
+    for direction, source_cells in source_encoder.cells.items():
+        for source_cell, target_cell in zip(source_cells, target_encoder.cells[direction]):
+            target_cell.set_logical_weights(source_cell.logical_weights())
+    rest = [_non_cell_weights(encoder) for encoder in (source_encoder, target_encoder)]
+    if len(rest[0]) != len(rest[1]):
+        raise ValueError(f"The source's LSTM holds {len(rest[0])} carried-state variables, "
+                         f"this model's {len(rest[1])}; expected the same statefulness.")
+    for source_variable, target_variable in zip(*rest):
+        target_variable.assign(source_variable.numpy())
+
+
+def _non_cell_weights(encoder):
+    """A `ResidualBiLSTM`'s variables outside its cells (the carried state if stateful)."""
+    in_cells = {id(v) for cells in encoder.cells.values() for cell in cells
+                for v in cell.weights}
+    return [v for v in encoder.weights if id(v) not in in_cells]

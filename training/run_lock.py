@@ -82,14 +82,14 @@ class RunLock:
 HOLDER_RECORD_WAIT_S = 3.0
 
 
-def _read_holder(fd, wait_s=HOLDER_RECORD_WAIT_S):
+def _read_holder(fd, wait_s=None):
     """`"pid 4242 on host gpu1 since ..."` from the lock file, or a neutral phrase.
 
     The holder takes the lock before it writes its record, so a run refused in that instant
     finds the file empty, or still holding a finished run's record: it polls until the record
     parses and, on this host, names a living process.
     """
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + (HOLDER_RECORD_WAIT_S if wait_s is None else wait_s)
     while True:
         data = _parse_record(fd)
         if data is not None and _plausible_holder(data):
@@ -102,7 +102,9 @@ def _read_holder(fd, wait_s=HOLDER_RECORD_WAIT_S):
 def _parse_record(fd):
     try:
         data = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
-        return data if all(key in data for key in ("pid", "host", "since")) else None
+        if not isinstance(data, dict) or not all(k in data for k in ("pid", "host", "since")):
+            return None
+        return data
     except (ValueError, TypeError, OSError):
         return None
 
