@@ -38,6 +38,8 @@ from _common import (  # noqa: E402
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 from inference import published_files, random_sentences  # noqa: E402
 
+from keras_elmo import constants  # noqa: E402
+
 _CONFIGS = ("published", "small", "tiny")
 
 
@@ -54,7 +56,7 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--file-order", action="store_true",
                         help="also time the model on batches in the file's order (slow)")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+    parser.add_argument("--dtype", default="float32", choices=constants.DTYPES,
                         help="the biLM's dtype policy, for both the model-alone and the "
                              "embed-file rate: float32 (default) or the explicit reduced-"
                              "precision bfloat16 (weights and compute; outputs float32)")

@@ -63,6 +63,8 @@ from _common import (  # noqa: E402
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 from _memory import MemoryStages, StreamingProbe  # noqa: E402
 
+from keras_elmo import constants  # noqa: E402  (no TensorFlow: the memory floor stays)
+
 _CONFIGS = ("published", "small", "tiny")
 #: Character lengths of English tokens (punctuation included), roughly as in running text.
 _TOKEN_LENGTHS = list(range(1, 14))
@@ -118,7 +120,7 @@ def parse_args(argv):
                              "(20; 0 skips them)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time the char CNN and the biLSTM alone (at each batch size)")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+    parser.add_argument("--dtype", default="float32", choices=constants.DTYPES,
                         help="the biLM's dtype policy: float32 (default) or the explicit "
                              "reduced-precision bfloat16 (weights and compute; outputs float32)")
     parser.add_argument("--weights", default="file", choices=("file", "random"),

@@ -16,6 +16,7 @@ Example:
 
 import os
 
+from keras_elmo import constants
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -66,7 +67,7 @@ def add_parser(subparsers):
     parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
                         help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
                              "TensorFlow loads; -1 runs on the CPU")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+    parser.add_argument("--dtype", default="float32", choices=constants.DTYPES,
                         help="the biLM's precision: float32 (default) or bfloat16, an "
                              "explicit reduced-precision option: weights (half the memory) "
                              "and compute in bfloat16, the HDF5 weight file still float32; "

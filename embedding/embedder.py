@@ -23,6 +23,7 @@ import itertools
 
 import numpy as np
 
+from keras_elmo import constants
 from keras_elmo.model_files import resolve_model_files
 from keras_elmo.tokenizers import resolve_tokenizer, tokenize
 
@@ -30,8 +31,6 @@ from keras_elmo.tokenizers import resolve_tokenizer, tokenize
 OUTPUT_FORMATS = {"all": "all", "top": "top", "average": "mixed", "mixed": "mixed"}
 #: Batches per length-sorting window of `embed_sentences` (a window's outputs are held).
 _SORT_BATCHES = 4
-#: `dtype`s of the biLM: float32 (the default) and the explicit reduced-precision bfloat16.
-DTYPES = ("float32", "bfloat16")
 
 
 class ElmoEmbedder:
@@ -63,12 +62,12 @@ class ElmoEmbedder:
 
     def __init__(self, model_dir=None, options_file=None, weight_file=None, batch_size=64,
                  token_cache=True, tokenizer=None, dtype="float32"):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}; received dtype={dtype!r}.")
+        if dtype not in constants.DTYPES:
+            raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
+                             f"dtype={dtype!r}.")
         options_file, weight_file, self.mix_file, vocab = resolve_model_files(
             model_dir, options_file, weight_file)
         self.batch_size = _check_batch_size(batch_size)
-        self.dtype = dtype
         self.tokenizer = resolve_tokenizer(tokenizer, options_file)
         from keras_elmo.bilm import BiLM
         from keras_elmo.embedding.loaders import load_token_cache

@@ -35,5 +35,10 @@ FORGET_BIAS = 1.0
 #: Number of LSTM gates.
 NUM_GATES = 4
 
+# --- precision -----------------------------------------------------------------------------
+#: The biLM's dtype policies a user picks from: float32 (the default) and the explicit
+#: reduced-precision bfloat16.
+DTYPES = ("float32", "bfloat16")
+
 # --- scalar mix (section 5) ---------------------------------------------------------------
 LAYER_NORM_EPSILON = 1e-12

@@ -45,7 +45,7 @@ class LSTMProjectionCell(keras.layers.Layer):
         **kwargs: base layer arguments.
 
     Attributes:
-        kernels_transposed: bool, set by `build`: `input_kernel`, `recurrent_kernel` and
+        kernels_transposed: bool, from the compute dtype: `input_kernel`, `recurrent_kernel` and
             `projection_kernel` are stored `(4 * units, input_dim)`, `(4 * units,
             projection_dim)` and `(projection_dim, units)` (a bfloat16 cell), else
             `(input_dim, 4 * units)`, `(projection_dim, 4 * units)` and `(units,
@@ -71,13 +71,11 @@ class LSTMProjectionCell(keras.layers.Layer):
         self.projection_dim = int(projection_dim)
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
-        self.kernels_transposed = False
 
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
         gate_dim = constants.NUM_GATES * self.units
         kernel_init = file_weight_initializer("glorot_uniform")  # zeros when a file fills them
-        self.kernels_transposed = self.compute_dtype in TRANSPOSED_KERNEL_DTYPES
         stored = (lambda shape: shape[::-1]) if self.kernels_transposed else (lambda s: s)
         self.input_kernel = self.add_weight(  # Glorot's limit is the same either way
             name="input_kernel", shape=stored((input_dim, gate_dim)), initializer=kernel_init)
@@ -136,6 +134,11 @@ class LSTMProjectionCell(keras.layers.Layer):
         return h, c
 
     @property
+    def kernels_transposed(self):
+        """True when the compute dtype stores the kernels `(out, in)` (module docstring)."""
+        return self.compute_dtype in TRANSPOSED_KERNEL_DTYPES
+
+    @property
     def input_dim(self):
         """Width of the inputs the cell was built for, in any stored layout."""
         return int(self.input_kernel.shape[-1 if self.kernels_transposed else 0])
@@ -154,54 +157,46 @@ class LSTMProjectionCell(keras.layers.Layer):
             return tf.transpose(w_h), tf.transpose(w_p)
         return w_h, w_p
 
+    def logical_array(self, variable):
+        """One of the cell's variables as a numpy array, a kernel `(in, out)` in any dtype."""
+        array = np.asarray(variable.numpy())
+        return array.T if self._is_transposed(variable) else array
+
     def logical_weights(self):
         """`self.weights` as numpy arrays with every kernel `(in, out)`, in any dtype: what
         `set_logical_weights` of a cell of any dtype takes (Keras' `get_weights` gives the
         stored layout)."""
-        transposed = self._stored_transposed()
-        return [np.transpose(np.asarray(v.numpy())) if any(v is t for t in transposed)
-                else np.asarray(v.numpy()) for v in self.weights]
+        return [self.logical_array(v) for v in self.weights]
 
     def set_logical_weights(self, arrays):
         """Assigns `logical_weights()` of a cell of the same shape, any dtype."""
         if len(arrays) != len(self.weights):
             raise ValueError(f"{self.name} holds {len(self.weights)} weights; received "
                              f"{len(arrays)}.")
-        transposed = self._stored_transposed()
         for variable, value in zip(self.weights, arrays):
-            flip = any(variable is t for t in transposed)
+            flip = self._is_transposed(variable)
             expected = tuple(variable.shape)[::-1] if flip else tuple(variable.shape)
             if tuple(np.shape(value)) != expected:
                 raise ValueError(f"{variable.path}: expected shape {expected} (in, out); "
                                  f"received {np.shape(value)}.")
             variable.assign(np.transpose(value) if flip else value)
 
-    def _stored_transposed(self):
-        """The variables kept transposed (none unless `kernels_transposed`)."""
-        if not self.kernels_transposed:
-            return ()
-        return (self.input_kernel, self.recurrent_kernel, self.projection_kernel)
+    def _is_transposed(self, variable):
+        """True for a kernel this cell stores `(out, in)` (see `kernels_transposed`)."""
+        return self.kernels_transposed and any(
+            variable is k for k in (self.input_kernel, self.recurrent_kernel,
+                                    self.projection_kernel))
 
+    # Keras weight files hold `(in, out)` kernels in every dtype, so float32 and bfloat16
+    # models load each other's `.weights.h5` / `.keras`. The cell has no sublayers and no
+    # non-trainable weights: `self.weights` is the order Keras numbers them in.
     def save_own_variables(self, store):
-        """Keras weight files hold `(in, out)` kernels in every dtype (float32 and bfloat16
-        models load each other's `.weights.h5`)."""
-        transposed = self._stored_transposed()
-        for i, variable in enumerate(self._trainable_variables + self._non_trainable_variables):
-            if any(variable is v for v in transposed):
-                variable = np.transpose(np.asarray(variable.numpy()))
-            store[f"{i}"] = variable  # each key written once (an HDF5 dataset)
+        for i, value in enumerate(self.logical_weights()):
+            store[f"{i}"] = value
 
     def load_own_variables(self, store):
-        """Reads `(in, out)` kernels (what `save_own_variables` writes) into any layout."""
-        transposed = self._stored_transposed()
-        if not transposed:
-            return super().load_own_variables(store)
-        self._check_load_own_variables(store)
-        for i, variable in enumerate(self._trainable_variables + self._non_trainable_variables):
-            value = store[f"{i}"]
-            if any(variable is v for v in transposed):
-                value = np.transpose(np.asarray(value))
-            variable.assign(value)
+        self.set_logical_weights([np.asarray(store[key]) for key in
+                                  (f"{i}" for i in range(len(store.keys())))])
 
     def get_config(self):
         config = super().get_config()

@@ -94,8 +94,8 @@ def _mapping(bilm):
                         _read(dataset, o + r0, o + r1), units), cell.kernels_transposed)
 
             def save_w(cell=cell):
-                stacked = np.concatenate([_logical(cell, cell.input_kernel),
-                                          _logical(cell, cell.recurrent_kernel)], axis=0)
+                stacked = np.concatenate([cell.logical_array(cell.input_kernel),
+                                          cell.logical_array(cell.recurrent_kernel)], axis=0)
                 return _keras_to_tf_gates(stacked, units)
 
             def load_p(dataset, cell=cell):
@@ -109,14 +109,8 @@ def _mapping(bilm):
                                 cell.bias, _aligned_copy(_tf_to_keras_gates(_read(d), units))),
                             lambda cell=cell: _keras_to_tf_gates(cell.bias.numpy(), units)))
             entries.append((prefix + "W_P_0", (units, proj), load_p,
-                            lambda cell=cell: _logical(cell, cell.projection_kernel)))
+                            lambda cell=cell: cell.logical_array(cell.projection_kernel)))
     return entries
-
-
-def _logical(cell, variable):
-    """A cell kernel as a numpy array in the `(in, out)` layout (see `LSTMProjectionCell`)."""
-    array = np.asarray(variable.numpy())
-    return array.T if cell.kernels_transposed else array
 
 
 def _read(dataset, start=None, stop=None):

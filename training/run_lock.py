@@ -82,14 +82,14 @@ class RunLock:
 HOLDER_RECORD_WAIT_S = 3.0
 
 
-def _read_holder(fd, wait_s=None):
+def _read_holder(fd):
     """`"pid 4242 on host gpu1 since ..."` from the lock file, or a neutral phrase.
 
     The holder takes the lock before it writes its record, so a run refused in that instant
     finds the file empty, or still holding a finished run's record: it polls until the record
     parses and, on this host, names a living process.
     """
-    deadline = time.monotonic() + (HOLDER_RECORD_WAIT_S if wait_s is None else wait_s)
+    deadline = time.monotonic() + HOLDER_RECORD_WAIT_S
     while True:
         data = _parse_record(fd)
         if data is not None and _plausible_holder(data):
