@@ -1,6 +1,6 @@
 """Shared helpers for the benchmark scripts: load check, same-run matmul rate, statistics.
 
-The machine these run on is shared and noisy (TF_NOTES.md, "benchmark hygiene"): a
+The machine these run on is shared and noisy: a
 benchmark prints the load before and after it runs, interleaves the variants it compares,
 repeats, reports the median with the spread, and divides by a matmul rate measured in the
 same run (ideally interleaved with its own samples, see `MatmulProbe`).
@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from keras_elmo.cpu_threads import describe_thread_layout, set_default_thread_layout
+from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout
 
 # Before TensorFlow starts: the thread layout of the `keras-elmo` command.
 set_default_thread_layout()
@@ -103,7 +103,7 @@ def time_call(fn, *args):
 class MatmulProbe:
     """Plain `n x n` float32 `tf.matmul`s, two independent ones per call, timed one sample
     at a time. Two side by side measure the whole machine under either thread layout
-    (`keras_elmo.cpu_threads`: with one thread per op, one product uses one core).
+    (`keras_elmo.process.cpu_threads`: with one thread per op, one product uses one core).
 
     Call `sample()` between a benchmark's own samples so the reference rate sees the same
     load; `matmul_gflops()` is the stand-alone version. One sample runs as many products as

@@ -102,7 +102,7 @@ def model_batches(runner, sentences, sort):
 def main(argv=None):
     args = parse_args(argv)
     print_load("before")
-    from keras_elmo.process_memory import limit_malloc_retention
+    from keras_elmo.process.process_memory import limit_malloc_retention
 
     limit_malloc_retention()  # as the command line does
     files = published_files(args.config, args.weights_dir)

@@ -57,7 +57,7 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras_elmo
     from keras_elmo.export import export_from_files
-    from keras_elmo.weight_file import save_published
+    from keras_elmo.formats.weight_file import save_published
 
     print(f"load average (1, 5, 15 min): {os.getloadavg()}; cpus: {os.cpu_count()}")
     workdir = args.workdir or tempfile.mkdtemp(prefix="elmo_export_bench_")

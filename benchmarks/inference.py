@@ -23,7 +23,7 @@ Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): the resident size rig
 `import tensorflow, keras` (the floor no model can go below: mostly TensorFlow's own code
 and data), the size of the weights, then the peak of each stage (loading, the first calls
 of each batch size, the probes, the timed calls) and the process's peak, the largest of
-them. `keras_elmo.process_memory.limit_malloc_retention()` runs first, as in the
+them. `keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
 `keras-elmo` command line (`--malloc default` leaves glibc's allocator as it is).
 
 Batch 1 is bound by streaming the recurrent weights from memory (every step reads each
@@ -75,7 +75,7 @@ _MIB = float(1 << 20)
 _CACHE_BYTES = 64 << 20
 _PROBES = ("matmul probe", "streaming probe", "timed calls")
 #: Run in a child process: writes a random-weight model in the published layout.
-_WRITE_MODEL = ("import sys, keras_elmo; from keras_elmo.weight_file import save_published; "
+_WRITE_MODEL = ("import sys, keras_elmo; from keras_elmo.formats.weight_file import save_published; "
                 "save_published(keras_elmo.BiLM(getattr(keras_elmo.BiLMOptions, sys.argv[1])())"
                 ", sys.argv[2])")
 
@@ -130,7 +130,7 @@ def parse_args(argv):
                         help="where --weights file keeps its model (default: "
                              "$TMPDIR/keras-elmo-bench-CONFIG; written once)")
     parser.add_argument("--malloc", default="limited", choices=("limited", "default"),
-                        help="limited: keras_elmo.process_memory.limit_malloc_retention() "
+                        help="limited: keras_elmo.process.process_memory.limit_malloc_retention() "
                              "first, as the command line does (default); default: glibc as is")
     args = parser.parse_args(argv)
     for name in ("length", "repeats"):
@@ -162,7 +162,7 @@ def main(argv=None):
     print_load("before")
     stages = MemoryStages()
     if args.malloc == "limited":
-        from keras_elmo.process_memory import limit_malloc_retention
+        from keras_elmo.process.process_memory import limit_malloc_retention
 
         limit_malloc_retention()
     if args.weights == "file":
@@ -176,7 +176,7 @@ def main(argv=None):
     import keras_elmo
 
     stages.mark("import tensorflow + keras (the floor)")
-    from keras_elmo.process_memory import tensorflow_allocator
+    from keras_elmo.process.process_memory import tensorflow_allocator
 
     allocator = tensorflow_allocator()
     print(f"allocator of large tensors: {allocator}" + (

@@ -19,7 +19,7 @@ import sys
 from keras_elmo.training.corpus import expand_corpus  # noqa: E402
 from keras_elmo.evaluation.ngram_baseline import evaluate_baseline  # noqa: E402
 from keras_elmo.training.vocabulary import Vocabulary  # noqa: E402
-from keras_elmo.tokenizers import TOKENIZERS  # noqa: E402
+from keras_elmo.text.tokenizers import TOKENIZERS  # noqa: E402
 
 
 def main(argv=None):

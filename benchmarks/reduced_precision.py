@@ -53,7 +53,7 @@ def model_files(model, weights_dir=None):
     """`(options.json, weights.hdf5)` of a preset (written once) or a model directory."""
     if model in _PRESETS:
         return published_files(model, weights_dir)
-    from keras_elmo.model_files import find_model_files
+    from keras_elmo.formats.model_files import find_model_files
 
     return find_model_files(model)[:2]
 
@@ -62,7 +62,7 @@ def compare(files, char_ids):
     """Per layer `(max |diff|, max |float32|, mean |diff| / mean |float32|)` on real tokens."""
     import numpy as np
 
-    from keras_elmo.bilm import BiLM
+    from keras_elmo.models.bilm import BiLM
 
     layers = {}
     for dtype in ("float32", "bfloat16"):

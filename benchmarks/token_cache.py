@@ -76,7 +76,7 @@ def run_config(name, args):
     import tensorflow as tf
 
     import keras_elmo
-    from keras_elmo.token_cache import TokenEmbeddingCache
+    from keras_elmo.formats.token_cache import TokenEmbeddingCache
 
     options = getattr(keras_elmo.BiLMOptions, name)()
     bilm = keras_elmo.BiLM(options)

@@ -28,7 +28,7 @@ from _common import print_load  # noqa: E402  (sets the thread layout before Ten
 import tensorflow as tf  # noqa: E402, I001
 from train_throughput import TrainVariant  # noqa: E402
 
-from keras_elmo.characters import token_mask  # noqa: E402
+from keras_elmo.text.characters import token_mask  # noqa: E402
 from keras_elmo.training.optimizers import SparseAdagrad, scale_gradient  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def part_functions(variant):
     batch = variant.batch
     char_ids, token_ids = batch["char_ids"], batch["token_ids"]
     mask = token_mask(char_ids)
-    embeddings = model.token_embedder(char_ids)
+    embeddings = model.backbone.token_embedder(char_ids)
     p = model.options.projection_dim
     hidden = tf.random.normal((int(tf.reduce_sum(tf.cast(mask[:, 1:], tf.int32))), p))
     targets = tf.boolean_mask(token_ids[:, 1:], mask[:, 1:])
@@ -48,17 +48,19 @@ def part_functions(variant):
     @tf.function
     def char_cnn():
         with tf.GradientTape() as tape:
-            out = model.token_embedder(char_ids)
+            out = model.backbone.token_embedder(char_ids)
             loss = tf.reduce_sum(out * out)
-        return tape.gradient(loss, model.token_embedder.trainable_variables)
+        return tape.gradient(loss, model.backbone.token_embedder.trainable_variables)
+
+    encoder = model.backbone.contextual_encoder
 
     @tf.function
     def lstm():
         with tf.GradientTape() as tape:
             tape.watch(embeddings)
-            out = model.contextual_encoder(embeddings, mask=mask, training=True)
+            out = encoder(embeddings, mask=mask, training=True, sequence_gradient=True)
             loss = tf.reduce_sum(out * out)
-        return tape.gradient(loss, [embeddings] + model.contextual_encoder.trainable_variables)
+        return tape.gradient(loss, [embeddings] + encoder.trainable_variables)
 
     @tf.function
     def softmax():

@@ -28,15 +28,15 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_elmo.cpu_threads import describe_thread_layout, set_default_thread_layout  # noqa: E402
+from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout  # noqa: E402
 
 set_default_thread_layout()  # as the keras-elmo command does, before TensorFlow starts
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_elmo.characters import batch_to_ids  # noqa: E402
-from keras_elmo.options import BiLMOptions  # noqa: E402
+from keras_elmo.text.characters import batch_to_ids  # noqa: E402
+from keras_elmo.formats.options import BiLMOptions  # noqa: E402
 from keras_elmo.training.config import TrainingConfig  # noqa: E402
 from keras_elmo.training.distribute import make_strategy  # noqa: E402
 from keras_elmo.training.model_dir import ModelDir  # noqa: E402
@@ -118,7 +118,8 @@ class TrainVariant:
         """The gradients of one step's loss on the fixed batch (for profiling the update)."""
         model = self.trainer.model
         with tf.GradientTape() as tape:
-            sums = model.nll_sums(self.batch["char_ids"], self.batch["token_ids"], training=True)
+            sums = model.nll_sums(self.batch["char_ids"], self.batch["token_ids"], training=True,
+                                  sequence_gradient=True)
             loss = 0.5 * (sums["forward"] + sums["backward"]) / sums["count"]
         return tape.gradient(loss, model.trainable_variables)
 

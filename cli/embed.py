@@ -16,6 +16,7 @@ Example:
 
 import os
 
+from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo import constants
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
@@ -92,7 +93,7 @@ def run(args):
     # One clear line for a bad model or path, before loading TF.
     options_file, weight_file, found_mix, found_vocab = model_files(args)
     check_paths(args.input, args.output)
-    from keras_elmo.text_files import check_utf8
+    from keras_elmo.text.text_files import check_utf8
 
     check_utf8([args.input])  # the one UTF-8 policy: file and line named, before any work
     tokenizer = resolve_tokenizer(args, options_file)
@@ -107,9 +108,10 @@ def run(args):
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device if args.cuda_device >= 0
                                                  else -1)
 
-    from keras_elmo.process_memory import limit_malloc_retention
+    from keras_elmo.process.process_memory import limit_malloc_retention
 
     limit_malloc_retention()  # large freed buffers go back to the OS (see process_memory)
+    import_tensorflow()
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,

@@ -8,6 +8,7 @@ Example:
 import os
 import time
 
+from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 
 
@@ -53,6 +54,7 @@ def run(args):
         hint = " Or give --options and --weights instead of MODEL_DIR." if args.model_dir else ""
         raise FileNotFoundError(f"{error}{hint}") from None
     mix_file = args.mix_weights or found_mix
+    import_tensorflow()
     from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
     from keras_elmo.export.saved_model import export_from_files, versioned_path
 
@@ -67,7 +69,7 @@ def run(args):
     print(f"wrote SavedModel {path} ({size / 2**20:.1f} MB, {seconds:.1f} s); signatures: "
           f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}; "
           f"trainable: {'mix and biLM' if args.trainable_bilm else 'mix only'}")
-    from keras_elmo.tokenizers import model_tokenizer
+    from keras_elmo.text.tokenizers import model_tokenizer
 
     tokenizer = model_tokenizer(options_file)
     if tokenizer != "whitespace":  # the `default` signature splits on whitespace only

@@ -1,8 +1,9 @@
 """`keras-elmo`: command-line entry point.
 
 Every subcommand lives in its own module `cli/<name>.py`, which defines
-`add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (does the work and
-imports what it needs). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
+`add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (checks its
+arguments, then imports TensorFlow through `keras_elmo.cli.quiet.import_tensorflow` if it
+needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
 line on stderr and exit code 2, never a traceback.
 
 Example:
@@ -17,12 +18,11 @@ import signal
 import sys
 import threading
 
-from keras_elmo.cli.quiet import quiet_native_startup
-from keras_elmo.cpu_threads import set_default_thread_layout
+from keras_elmo.process.cpu_threads import set_default_thread_layout
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-set_default_thread_layout()  # the two biLM directions side by side (keras_elmo.cpu_threads)
+set_default_thread_layout()  # the two biLM directions side by side (keras_elmo.process.cpu_threads)
 
 #: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
@@ -67,8 +67,7 @@ def main(argv=None):
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        with quiet_native_startup():
-            return int(args.run(args) or 0)
+        return int(args.run(args) or 0)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ Example:
     keras-elmo embed sentences.txt elmo.hdf5 --options elmo_options.json --weights elmo_weights.hdf5
 """
 
-from keras_elmo.model_files import resolve_model_files
+from keras_elmo.formats.model_files import resolve_model_files
 
 
 def add_model_arguments(parser):
@@ -28,6 +28,6 @@ def model_files(args):
 
     Raises:
         ValueError / FileNotFoundError: one line naming what was wrong (see
-            `keras_elmo.model_files.resolve_model_files`).
+            `keras_elmo.formats.model_files.resolve_model_files`).
     """
     return resolve_model_files(args.model_dir, args.options, args.weights)

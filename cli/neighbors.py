@@ -10,6 +10,7 @@ Example:
 
 import os
 
+from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -74,8 +75,8 @@ def run(args):
     if not os.path.isfile(args.corpus):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")
-    from keras_elmo.text_files import check_utf8
-    from keras_elmo.tokenizers import tokenize
+    from keras_elmo.text.text_files import check_utf8
+    from keras_elmo.text.tokenizers import tokenize
 
     check_utf8([args.corpus])  # the one UTF-8 policy: file and line named, before any work
     tokenizer = resolve_tokenizer(args, options_file)
@@ -85,7 +86,8 @@ def run(args):
     if vocab is not None and not os.path.isfile(vocab):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
 
-    from keras_elmo.bilm import BiLM
+    import_tensorflow()
+    from keras_elmo.models.bilm import BiLM
     from keras_elmo.embedding.loaders import load_token_cache
     from keras_elmo.embedding.neighbors import find_neighbors
 

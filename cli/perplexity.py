@@ -13,6 +13,7 @@ Example:
 import json
 import os
 
+from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
@@ -32,10 +33,10 @@ def add_parser(subparsers):
 
 def run(args):
     """Evaluates and prints the report; returns the exit code."""
-    from keras_elmo.model_files import OPTIONS_FILE
+    from keras_elmo.formats.model_files import OPTIONS_FILE
     from keras_elmo.training.corpus import expand_corpus
 
-    from keras_elmo.text_files import check_utf8
+    from keras_elmo.text.text_files import check_utf8
 
     files = expand_corpus(args.heldout)
     check_utf8(files)  # TensorFlow reads them in-graph: the one UTF-8 policy, checked first
@@ -43,6 +44,7 @@ def run(args):
         raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
                                 "expected the directory of a `keras-elmo train` run.")
     tokenizer = resolve_tokenizer(args, args.model_dir)
+    import_tensorflow()
     from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report
     result = evaluate_model_dir(args.model_dir, files, tokenizer)
     if args.json:

@@ -6,23 +6,22 @@ setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
     WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
     I0000 00:00:1795451024.523114 3125 cudart_stub.cc:31] Could not find cuda drivers ...
 
-`quiet_native_startup()` holds back exactly those lines while `import tensorflow` runs (the
-first time any command needs it) and passes everything else through; after the import,
-stderr is the terminal or file it was, untouched. `KERAS_ELMO_TF_STARTUP_LOG=1` turns the
-filter off.
+`import_tensorflow()` imports TensorFlow with exactly those lines held back and everything
+else passed through; after the import, stderr is the terminal or file it was, untouched.
+Every subcommand that needs TensorFlow calls it once its own argument checks have passed
+(so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
+turns the filter off.
 
 Example:
->>> with quiet_native_startup():  # doctest: +SKIP
-...     run_a_command_that_imports_tensorflow()
+>>> tf = import_tensorflow()  # doctest: +SKIP
 """
 
 import contextlib
+import importlib
 import os
 import re
 import sys
 import threading
-
-from keras_elmo.first_import import around_first_import, remove_hook
 
 #: Lines written by TensorFlow's native runtime while it loads.
 NOISE = re.compile(
@@ -35,17 +34,12 @@ NOISE = re.compile(
 _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"
 
 
-@contextlib.contextmanager
-def quiet_native_startup():
-    """While active, the first `import tensorflow` runs with its start-up lines filtered."""
+def import_tensorflow():
+    """Imports TensorFlow (once) with its native start-up lines filtered; returns the module."""
     if os.environ.get(_ENVIRONMENT_SWITCH) or "tensorflow" in sys.modules:
-        yield
-        return
-    hook = around_first_import("tensorflow", _filtered_fd2)
-    try:
-        yield
-    finally:
-        remove_hook(hook)
+        return importlib.import_module("tensorflow")
+    with _filtered_fd2():
+        return importlib.import_module("tensorflow")
 
 
 @contextlib.contextmanager

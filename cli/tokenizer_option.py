@@ -3,8 +3,9 @@
 `vocab` has no model: its default is `whitespace`. `train` keeps the flag in its config
 flags (saved in options.json). `perplexity`, `embed` and `neighbors` default to the tokeniser
 MODEL_DIR was trained with (`"tokenizer"` in its options.json), so a model trained on raw
-Chinese with `--tokenizer jieba` reads raw Chinese in every later command. No TensorFlow is
-imported here: a bad name or a missing jieba is one line on stderr before TF loads.
+Chinese with `--tokenizer jieba` reads raw Chinese in every later command. A bad name or a
+missing jieba is one line on stderr before TF loads; `unicode-script` tokenises in-graph, so
+once it is chosen TensorFlow is imported here (quietly, `keras_elmo.cli.quiet`).
 
 Example:
     add_tokenizer_argument(parser, from_model=True)
@@ -12,7 +13,8 @@ Example:
     tokenizer = resolve_tokenizer(args, args.model_dir)
 """
 
-from keras_elmo.tokenizers import TOKENIZERS, resolve_tokenizer as _resolve
+from keras_elmo.cli.quiet import import_tensorflow
+from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer as _resolve
 
 #: What each tokeniser is for, in `--help`.
 TOKENIZER_HELP = ("whitespace: text already tokenised, tokens separated by spaces; "
@@ -32,4 +34,7 @@ def add_tokenizer_argument(parser, from_model=True):
 
 def resolve_tokenizer(args, model_dir=None):
     """`args.tokenizer`, else MODEL_DIR's, else `whitespace`; checked (jieba installed)."""
-    return _resolve(getattr(args, "tokenizer", None), model_dir)
+    tokenizer = _resolve(getattr(args, "tokenizer", None), model_dir)
+    if tokenizer == "unicode-script":  # runs TensorFlow ops
+        import_tensorflow()
+    return tokenizer

@@ -19,8 +19,9 @@ import contextlib
 import os
 import sys
 
+from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
-from keras_elmo.tokenizers import TOKENIZERS, resolve_tokenizer
+from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer
 
 #: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
 _SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
@@ -87,6 +88,7 @@ def run(args):
     check_input_files(args)
     print(f"keras-elmo train {args.model_dir}: loading TensorFlow and reading the corpus ...",
           flush=True)
+    import_tensorflow()
 
     from keras_elmo.training import distribute
 
@@ -119,7 +121,7 @@ def _train(args, strategy):
     config, vocab = resolve_config(args, model_dir)
     files = stored_corpus_files(config.train_prefix, model_dir.path)
     if not args.train:  # a resume's saved corpus (--train was checked before TF loaded)
-        from keras_elmo.text_files import check_utf8
+        from keras_elmo.text.text_files import check_utf8
 
         check_utf8(files)
     if distribute.is_chief(strategy):
@@ -166,7 +168,7 @@ def _periodic_evaluation(stack, trainer, heldout, vocab, config, max_sentences):
     import tempfile
 
     from keras_elmo.evaluation.perplexity import evaluate
-    from keras_elmo.text_files import read_text_lines
+    from keras_elmo.text.text_files import read_text_lines
 
     files = heldout
     if max_sentences:
@@ -202,13 +204,13 @@ def check_input_files(args):
         FileNotFoundError: naming the flag and the path.
         ValueError: MODEL_DIR is a file.
     """
-    from keras_elmo.model_files import OPTIONS_FILE, find_model_files
+    from keras_elmo.formats.model_files import OPTIONS_FILE, find_model_files
     from keras_elmo.training.corpus import expand_corpus
 
     if os.path.isfile(args.model_dir):
         raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
                          "of an earlier run).")
-    from keras_elmo.text_files import check_utf8
+    from keras_elmo.text.text_files import check_utf8
 
     for patterns in (args.train, args.heldout):
         if patterns:  # TensorFlow reads them in-graph: every line UTF-8, checked first

@@ -5,7 +5,7 @@ reverse.
 
 - `inputs`: user-input checks (no TensorFlow import; the CLI runs them first).
 - `loaders`: load a MODEL_DIR (options.json + weights.hdf5 [+ vocab.txt for the cache]);
-  the files are found by `keras_elmo.model_files` (no TensorFlow import).
+  the files are found by `keras_elmo.formats.model_files` (no TensorFlow import).
 - `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
 - `neighbors`: `keras-elmo neighbors` (the paper's Table 4 comparison).

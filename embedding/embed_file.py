@@ -1,6 +1,6 @@
 """ELMo vectors of a text file written to HDF5, in the layout of AllenNLP's `elmo` command.
 
-Input: UTF-8 text, one sentence per line, tokenised by `tokenizer` (`keras_elmo.tokenizers`:
+Input: UTF-8 text, one sentence per line, tokenised by `tokenizer` (`keras_elmo.text.tokenizers`:
 tokens separated by whitespace by default; raw Chinese with `"jieba"`).
 Output (HDF5):
 - one dataset per line, named by the line's 0-based index as a string (`"0"`, `"1"`, ...),
@@ -49,11 +49,11 @@ import time
 import h5py
 import numpy as np
 
-from keras_elmo.atomic_file import atomic_path
+from keras_elmo.process.atomic_file import atomic_path
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
-from keras_elmo.progress import Progress
-from keras_elmo.tokenizers import check_tokenizer
+from keras_elmo.process.progress import Progress
+from keras_elmo.text.tokenizers import check_tokenizer
 
 OUTPUTS = ("all", "top", "mixed")
 SENTENCE_INDEX = "sentence_to_index"
@@ -113,7 +113,7 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         keep_sentence_index: write `sentence_to_index` (True; never with sentence keys).
         use_sentence_keys: bool, name each dataset by its sentence instead of its line.
         progress: bool, the progress line on stderr (or a `Progress`).
-        tokenizer: how a line becomes tokens, a name of `keras_elmo.tokenizers.TOKENIZERS`
+        tokenizer: how a line becomes tokens, a name of `keras_elmo.text.tokenizers.TOKENIZERS`
             (the model's own, for the vectors to mean what they did in training).
 
     Returns:

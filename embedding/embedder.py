@@ -24,8 +24,8 @@ import itertools
 import numpy as np
 
 from keras_elmo import constants
-from keras_elmo.model_files import resolve_model_files
-from keras_elmo.tokenizers import resolve_tokenizer, tokenize
+from keras_elmo.formats.model_files import resolve_model_files
+from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
 
 #: `output_format` of `embed_file` (AllenNLP's names) -> `embed_file`'s `output`.
 OUTPUT_FORMATS = {"all": "all", "top": "top", "average": "mixed", "mixed": "mixed"}
@@ -46,7 +46,7 @@ class ElmoEmbedder:
             char CNN runs once per vocabulary token; same numbers); False: no cache; or the
             path of a one-token-per-line vocabulary.
         tokenizer: how a string sentence or a file's line becomes tokens, a name of
-            `keras_elmo.tokenizers.TOKENIZERS`; None: the one the model was trained with
+            `keras_elmo.text.tokenizers.TOKENIZERS`; None: the one the model was trained with
             (its options.json), else whitespace. Token lists are used as given.
         dtype: `"float32"` (default) or `"bfloat16"`, the biLM's weights and compute
             (`BiLM.from_weights(..., dtype=dtype)`; the weight file stays float32).
@@ -69,7 +69,7 @@ class ElmoEmbedder:
             model_dir, options_file, weight_file)
         self.batch_size = _check_batch_size(batch_size)
         self.tokenizer = resolve_tokenizer(tokenizer, options_file)
-        from keras_elmo.bilm import BiLM
+        from keras_elmo.models.bilm import BiLM
         from keras_elmo.embedding.loaders import load_token_cache
 
         self.bilm = BiLM.from_weights(options_file, weight_file, dtype=dtype)

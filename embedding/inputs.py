@@ -13,8 +13,8 @@ Example:
 import itertools
 import os
 
-from keras_elmo.text_files import read_text_lines
-from keras_elmo.tokenizers import tokenize
+from keras_elmo.text.text_files import read_text_lines
+from keras_elmo.text.tokenizers import tokenize
 
 
 def count_lines(path):
@@ -32,7 +32,7 @@ def read_lines(path):
 
     Raises:
         ValueError: a line is not UTF-8 (file and 1-based line named; the one policy of
-            `keras_elmo.text_files`).
+            `keras_elmo.text.text_files`).
     """
     for line_number, text in read_text_lines(path):
         yield line_number - 1, text
@@ -40,7 +40,7 @@ def read_lines(path):
 
 def tokenized_lines(lines, tokenizer="whitespace", lines_per_call=256):
     """Yields `(index, text, tokens)` for `(index, text)` pairs, tokenised by `tokenizer`
-    (`keras_elmo.tokenizers`: whitespace, unicode-script or jieba), a batch at a time."""
+    (`keras_elmo.text.tokenizers`: whitespace, unicode-script or jieba), a batch at a time."""
     lines = iter(lines)
     while True:
         batch = list(itertools.islice(lines, lines_per_call))

@@ -1,18 +1,18 @@
 """A model directory: `options.json` + `weights.hdf5` (published layout), maybe `vocab.txt`.
 
 `keras-elmo train` writes all three; a published ELMo model has the first two. The file
-names and the lookup are `keras_elmo.model_files`'s; this module adds the loaders.
+names and the lookup are `keras_elmo.formats.model_files`'s; this module adds the loaders.
 
 Example:
 >>> bilm = load_bilm("runs/people_daily_small")  # doctest: +SKIP
 >>> cache = load_token_cache(bilm, "runs/people_daily_small/vocab.txt")  # doctest: +SKIP
 """
 
-from keras_elmo.model_files import find_model_files
+from keras_elmo.formats.model_files import find_model_files
 
 
 def model_files(model_dir):
-    """`(options_file, weight_file)` of a model directory (see `keras_elmo.model_files`).
+    """`(options_file, weight_file)` of a model directory (see `keras_elmo.formats.model_files`).
 
     Raises:
         FileNotFoundError: the directory or one of the two files is missing (the message
@@ -32,7 +32,7 @@ def load_bilm(model_dir):
 
 def load_token_cache(bilm, vocab_file, batch_size=None):
     """A `TokenEmbeddingCache` over the tokens of a one-token-per-line file."""
-    from keras_elmo.token_cache import DEFAULT_BATCH_SIZE, TokenEmbeddingCache, read_vocab_file
+    from keras_elmo.formats.token_cache import DEFAULT_BATCH_SIZE, TokenEmbeddingCache, read_vocab_file
 
     return TokenEmbeddingCache(bilm, read_vocab_file(vocab_file),
                                batch_size=batch_size or DEFAULT_BATCH_SIZE)

@@ -26,8 +26,8 @@ import numpy as np
 
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import find_word, read_lines, tokenized_lines  # noqa: F401
-from keras_elmo.progress import Progress
-from keras_elmo.tokenizers import check_tokenizer, tokenize
+from keras_elmo.process.progress import Progress
+from keras_elmo.text.tokenizers import check_tokenizer, tokenize
 
 #: One contextual neighbour: cosine, 1-based corpus line, 0-based token position, tokens.
 Neighbor = collections.namedtuple("Neighbor", "score line_number position tokens")
@@ -59,7 +59,7 @@ def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurren
         token_cache: optional `TokenEmbeddingCache` of `bilm`.
         progress: bool, the progress line on stderr.
         tokenizer: how the query and corpus lines become tokens
-            (`keras_elmo.tokenizers.TOKENIZERS`; the model's own). Under `"jieba"` raw
+            (`keras_elmo.text.tokenizers.TOKENIZERS`; the model's own). Under `"jieba"` raw
             Chinese is segmented, and `word` must be one of the query's segmented tokens.
 
     Returns:
@@ -136,7 +136,7 @@ def type_neighbors(runner, counts, word, query_type, k):
         vectors, _ = runner.token_cache.embed_tokens([types])  # (1, V, P)
         vectors = vectors[0]
     else:
-        from keras_elmo.token_cache import TokenEmbeddingCache
+        from keras_elmo.formats.token_cache import TokenEmbeddingCache
 
         vectors = TokenEmbeddingCache(runner.bilm, []).compute(types)  # (V, P)
     projection = vectors.shape[-1]

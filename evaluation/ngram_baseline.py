@@ -176,7 +176,7 @@ def _lookup(sorted_keys, queries):
 
 def encode_corpus(paths, vocabulary, tokenizer="whitespace"):
     """Id lists of every sentence in `paths` (OOV -> `<UNK>`; a literal `<S>` -> `<UNK>`),
-    lines tokenised by `tokenizer` (`keras_elmo.tokenizers`), as the biLM reads them."""
+    lines tokenised by `tokenizer` (`keras_elmo.text.tokenizers`), as the biLM reads them."""
     sentences, tokens = [], 0
     for path in paths:
         for words in read_sentences(path, tokenizer):

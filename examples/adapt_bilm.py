@@ -39,8 +39,8 @@ import sys
 import time
 
 import _example
-from keras_elmo.atomic_file import atomic_copy
-from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
+from keras_elmo.process.atomic_file import atomic_copy
+from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 
 
 def parse_args(argv):
@@ -77,7 +77,7 @@ def parse_args(argv):
 def write_review_corpus(args, corpus_dir):
     """Writes train.txt, dev.txt, heldout.txt and vocab.txt; returns their counts."""
     from tasks.datasets import ensure_sentiment, load_sentiment
-    from keras_elmo.atomic_file import atomic_writer
+    from keras_elmo.process.atomic_file import atomic_writer
     from keras_elmo.training.vocabulary import token_counts, vocabulary_from_counts
 
     split = load_sentiment(ensure_sentiment(os.path.join(args.data, "sentiment")), args.tokenizer,

@@ -41,7 +41,7 @@ def remove_spaces(line):
 
 def make_raw(data_dir, out_dir):
     """Writes `out_dir/{train,heldout}.txt`; returns {split: (lines, characters)}."""
-    from keras_elmo.atomic_file import atomic_writer
+    from keras_elmo.process.atomic_file import atomic_writer
 
     sources = {split: os.path.join(data_dir, f"{split}.txt") for split in SPLITS}
     for split, path in sources.items():

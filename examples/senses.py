@@ -85,7 +85,7 @@ def main(argv=None):
 
     from keras_elmo.embedding.bilm_runner import BiLMRunner
     from tasks.datasets import read_conll
-    from keras_elmo.model_files import VOCAB_FILE
+    from keras_elmo.formats.model_files import VOCAB_FILE
     from keras_elmo.embedding.loaders import load_bilm, load_token_cache
 
     start = time.perf_counter()

@@ -66,7 +66,7 @@ def main(argv=None):
                                 subsample)
     from tasks.downstream import Batches, TaskLayers, accuracy, predict_text
     from tasks.experiment import build_store, model_fingerprint, train_arm
-    from keras_elmo.model_files import VOCAB_FILE
+    from keras_elmo.formats.model_files import VOCAB_FILE
     from keras_elmo.embedding.loaders import load_bilm, load_token_cache, model_files
 
     started = time.perf_counter()

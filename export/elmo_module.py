@@ -23,8 +23,9 @@ and `gamma`, `variables` all of them; the biLM's are non-trainable unless
 trainable=True)` and `keras.layers.TFSMLayer(path, trainable=True)` train the mix only.
 `__call__` (what `hub.KerasLayer` calls without a signature) takes the `default`, `tokens`
 or `char_ids` inputs: `text`, `{"tokens": ..., "sequence_len": ...}` or `char_ids`.
-Every function is traced with plain autodiff ops (`autodiff_step`), so it can be called
-under a `GradientTape` after loading.
+Every function is traced with plain autodiff ops (the biLM's plain loop: no
+`sequence_gradient=True`, no `tf.custom_gradient`), so it can be called under a
+`GradientTape` after loading.
 
 Only core TensorFlow ops are used (no tensorflow-text), so the SavedModel loads with
 TensorFlow alone.
@@ -33,12 +34,11 @@ TensorFlow alone.
 import tensorflow as tf
 
 from keras_elmo import constants
-from keras_elmo.bilm import BiLM
-from keras_elmo.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
-from keras_elmo.lstm_sequence_gradient import autodiff_step
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
 from keras_elmo.export.mix_weights import build_mix
-from keras_elmo.whitespace import split_whitespace
+from keras_elmo.text.whitespace import split_whitespace
 
 #: Tokens per sentence a SavedModel accepts unless told otherwise (`--max-length`).
 DEFAULT_MAX_LENGTH = 512
@@ -257,8 +257,9 @@ class ElmoModule(tf.Module):
 
     def _embed(self, ids, width):
         """Outputs for char ids `(batch, steps, C)`, zero-padded to `width` tokens."""
-        with autodiff_step():  # no tf.custom_gradient in a graph that is saved
-            out = self._run(self._layers.bilm, ids, training=False)
+        # The plain loop (no sequence_gradient): a tf.custom_gradient around a time loop in a
+        # saved graph breaks every GradientTape call of the loaded function.
+        out = self._run(self._layers.bilm, ids, training=False)
         layers, mask = out["layers"], out["mask"]  # (batch, L+1, steps, 2P), (batch, steps)
         if not self.trainable_bilm:
             # The biLM is fixed: a tape needs no backward pass through its time loops

@@ -3,7 +3,7 @@
 A biLM's weight file holds no mix: the mix `s`, `gamma` is trained per task. An export uses,
 in order: a `ScalarMix` given in Python (e.g. `ElmoLayer.scalar_mixes[0]`), a
 `scalar_mix.json` (the `--mix-weights` file or the one in the model directory), or the
-default even mix `softmax(zeros)`, `gamma = 1` (ELMO_SPEC.md section 5).
+default even mix `softmax(zeros)`, `gamma = 1` (docs/model.md section 5).
 
 File format (one entry of `scalar_parameters` per biLM layer, token layer first):
 
@@ -18,8 +18,8 @@ import json
 import math
 import os
 
-from keras_elmo.options import read_json
-from keras_elmo.scalar_mix import ScalarMix
+from keras_elmo.formats.options import read_json
+from keras_elmo.layers.scalar_mix import ScalarMix
 
 
 def build_mix(num_layers, scalar_parameters=None, gamma=1.0, do_layer_norm=False):

@@ -22,12 +22,12 @@ import os
 import tensorflow as tf
 
 import keras_elmo
-from keras_elmo.atomic_file import atomic_directory
-from keras_elmo.bilm import BiLM
-from keras_elmo.elmo_layer import ElmoLayer
+from keras_elmo.process.atomic_file import atomic_directory
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.models.elmo_layer import ElmoLayer
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
 from keras_elmo.export.mix_weights import load_mix_weights
-from keras_elmo.model_files import OPTIONS_FILE, find_model_files
+from keras_elmo.formats.model_files import OPTIONS_FILE, find_model_files
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"

@@ -1,8 +1,20 @@
 """keras-elmo: ELMo deep contextualized word representations as Keras 3 layers.
 
-The tree follows the model: characters -> token encoder (`CharCNNEmbedder`) -> contextual
-encoder (`ResidualBiLSTM`) -> `BiLM` -> `ScalarMix` -> `ElmoLayer`; `weight_file` reads and
-writes the published bilm-tf / AllenNLP layout.
+The folders follow the model (docs/model.md):
+
+    text/      tokens of a line, and tokens -> character ids (`batch_to_ids`)
+    layers/    the model's pieces: `CharCNNEmbedder` (with `Highway`), sentence boundaries,
+               `LSTMProjectionCell` -> `ResidualBiLSTM`, `ScalarMix`
+    models/    `BiLM`, the backbone (char CNN -> residual biLSTM), and `ElmoLayer`, a BiLM
+               with the task's scalar mixes
+    formats/   files: options.json (`BiLMOptions`), the published weight files, the token
+               cache, a model directory's file names
+    process/   helpers of a running process: atomic files, memory, CPU threads, progress
+
+Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
+TensorFlow (the command line checks its arguments before that). Keras finds our layers in a
+`.keras` file once the modules defining them are imported: looking up a layer here
+(`keras_elmo.ElmoLayer`) or `import keras_elmo.models` does it.
 
 Example:
 >>> import keras_elmo
@@ -10,34 +22,29 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
-from keras_elmo.keras_registration import register_if_keras_loaded, register_when_keras_loads
 from keras_elmo.lazy_names import lazy_names
 
-#: Public name -> the module that defines it. Modules are imported on first use (PEP 562), so
-#: `import keras_elmo` and the command line's argument checks do not load TensorFlow.
+#: Public name -> the module that defines it.
 _PUBLIC = {
-    "BiLM": "keras_elmo.bilm",
-    "BiLMOptions": "keras_elmo.options",
-    "CharCNNEmbedder": "keras_elmo.char_cnn_embedder",
+    "BiLM": "keras_elmo.models.bilm",
+    "BiLMOptions": "keras_elmo.formats.options",
+    "CharCNNEmbedder": "keras_elmo.layers.char_cnn_embedder",
     "ElmoEmbedder": "keras_elmo.embedding.embedder",
-    "ElmoLayer": "keras_elmo.elmo_layer",
-    "Highway": "keras_elmo.highway",
-    "LSTMProjectionCell": "keras_elmo.lstm_projection_cell",
-    "ResidualBiLSTM": "keras_elmo.residual_bilstm",
-    "ScalarMix": "keras_elmo.scalar_mix",
-    "TokenEmbeddingCache": "keras_elmo.token_cache",
-    "batch_to_ids": "keras_elmo.characters",
-    "load_bilm_weights": "keras_elmo.weight_file",
-    "save_bilm_weights": "keras_elmo.weight_file",
-    "save_published": "keras_elmo.weight_file",
-    "token_to_char_ids": "keras_elmo.characters",
+    "ElmoLayer": "keras_elmo.models.elmo_layer",
+    "Highway": "keras_elmo.layers.highway",
+    "LSTMProjectionCell": "keras_elmo.layers.lstm_projection_cell",
+    "ResidualBiLSTM": "keras_elmo.layers.residual_bilstm",
+    "ScalarMix": "keras_elmo.layers.scalar_mix",
+    "TokenEmbeddingCache": "keras_elmo.formats.token_cache",
+    "batch_to_ids": "keras_elmo.text.characters",
+    "load_bilm_weights": "keras_elmo.formats.weight_file",
+    "save_bilm_weights": "keras_elmo.formats.weight_file",
+    "save_published": "keras_elmo.formats.weight_file",
+    "token_to_char_ids": "keras_elmo.text.characters",
 }
 
 __version__ = "0.1.0"
 
 __all__ = sorted(_PUBLIC)
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC,
-                                  after_import=register_if_keras_loaded)
-
-register_when_keras_loads()  # so that a .keras file with our layers loads after this import
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)

@@ -1,4 +1,4 @@
-"""Every fixed number of the ELMo model contract (ELMO_SPEC.md sections 1-6), named once.
+"""Every fixed number of the ELMo model contract (docs/model.md sections 1-6), named once.
 
 Other modules import these names; none of them repeats the numbers.
 """

@@ -2,7 +2,7 @@
 loads no TensorFlow.
 
 Example (in a package's `__init__.py`):
->>> _PUBLIC = {"BiLM": "keras_elmo.bilm"}  # doctest: +SKIP
+>>> _PUBLIC = {"BiLM": "keras_elmo.models.bilm"}  # doctest: +SKIP
 >>> __getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)  # doctest: +SKIP
 """
 

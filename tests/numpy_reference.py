@@ -1,4 +1,4 @@
-"""An independent plain-numpy ELMo, written from ELMO_SPEC.md sections 1-6 only.
+"""An independent plain-numpy ELMo, written from docs/model.md sections 1-6 only.
 
 It never imports `keras_elmo`: every number below is re-derived from the spec text, so a
 test that compares the library with this module checks the library against the spec, not

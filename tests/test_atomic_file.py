@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from keras_elmo import atomic_file
-from keras_elmo.atomic_file import (atomic_directory, atomic_writer, exchange_paths,
+from keras_elmo.process import atomic_file
+from keras_elmo.process.atomic_file import (atomic_directory, atomic_writer, exchange_paths,
                                     remove_stale_temporaries)
 
 
@@ -75,7 +75,7 @@ def test_replace_keeps_one_complete_directory(tmp_path, monkeypatch, exchange):
 
 _REPLACER = textwrap.dedent("""
     import os, sys
-    from keras_elmo.atomic_file import atomic_directory
+    from keras_elmo.process.atomic_file import atomic_directory
     target = sys.argv[1]
     version = 0
     while True:

@@ -1,4 +1,4 @@
-"""Char ids (ELMO_SPEC.md section 1): Python, in-graph TF and the numpy reference agree.
+"""Char ids (docs/model.md section 1): Python, in-graph TF and the numpy reference agree.
 
 Expected id lists are also written out by hand for a few tokens.
 """
@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
-from keras_elmo.characters import (batch_to_ids, tf_padded_char_ids, tf_token_char_ids,
+from keras_elmo.text.characters import (batch_to_ids, tf_padded_char_ids, tf_token_char_ids,
                                    token_to_char_ids)
 
 MAX = 50

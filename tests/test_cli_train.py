@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from keras_elmo.cli.main import main
-from keras_elmo.bilm import BiLM
-from keras_elmo.options import BiLMOptions
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir
 from keras_elmo.training.trainer import Trainer

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from keras_elmo import cpu_threads
+from keras_elmo.process import cpu_threads
 
 
 @pytest.mark.parametrize("cores, layout", [(1, (1, 2)), (2, (1, 2)), (3, (1, 2)), (16, (8, 2))])

@@ -226,7 +226,7 @@ def test_length_sorting_changes_nothing_but_the_order(model, tmp_path):
 
 def test_embed_command_limits_malloc_retention(model, text_file, tmp_path, capsys,
                                                monkeypatch):
-    from keras_elmo import process_memory
+    from keras_elmo.process import process_memory
 
     calls = []
     monkeypatch.setattr(process_memory, "limit_malloc_retention", lambda: calls.append(1))

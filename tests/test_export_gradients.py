@@ -7,7 +7,6 @@ tests/test_export_training.py trains through the export with Keras 3, tf_keras +
 tensorflow_hub and a raw tape, each in a process that has nothing of keras-elmo.
 """
 
-import contextlib
 import json
 import os
 
@@ -17,7 +16,6 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.export import ElmoModule, export_model_dir, export_saved_model
-from keras_elmo.lstm_sequence_gradient import autodiff_step
 from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
                                  make_model_dir, padded)
 
@@ -99,9 +97,10 @@ def test_every_entry_point_has_gradients_for_what_consumes_it(model, entry, mode
     assert np.abs(d_s.numpy()).min() > 0 and d_frozen is None  # the biLM is not watched
 
 
-def test_autodiff_step_traces_no_custom_gradient_and_gives_the_same_gradients():
-    """The export's switch: inside `autodiff_step()` the LSTM layers have no tf.custom_gradient
-    (its IdentityN op), and their autodiff gradients equal the hand-written ones."""
+def test_plain_loop_traces_no_custom_gradient_and_gives_the_same_gradients():
+    """The export's loop: without `sequence_gradient=True` the LSTM layers have no
+    tf.custom_gradient (its IdentityN op), and their autodiff gradients equal the hand-written
+    ones."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2, cell_clip=0.5,
                                         proj_clip=0.5)
     rng = np.random.default_rng(0)
@@ -110,14 +109,15 @@ def test_autodiff_step_traces_no_custom_gradient_and_gives_the_same_gradients():
     encoder(x, mask=mask)
     probe = tf.constant(rng.normal(size=(2, 2, 5, 8)), tf.float32)
     counts, grads = [], []
-    for context in (contextlib.nullcontext, autodiff_step):
-        with context():
-            graph = tf.function(lambda x: encoder(x, mask=mask, training=True)
-                                ).get_concrete_function(x).graph.as_graph_def()
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                loss = tf.reduce_sum(encoder(x, mask=mask, training=True) * probe)
-            grads.append(tape.gradient(loss, [x] + encoder.trainable_weights))
+    for sequence_gradient in (True, False):
+        def run(x, sequence_gradient=sequence_gradient):
+            return encoder(x, mask=mask, training=True, sequence_gradient=sequence_gradient)
+
+        graph = tf.function(run).get_concrete_function(x).graph.as_graph_def()
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(run(x) * probe)
+        grads.append(tape.gradient(loss, [x] + encoder.trainable_weights))
         nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
         counts.append(sum(n.op == "IdentityN" for n in nodes))
     assert counts[0] > 0 and counts[1] == 0, counts

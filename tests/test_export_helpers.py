@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_elmo import BiLM, BiLMOptions, ElmoLayer
-from keras_elmo.weight_file import save_published
+from keras_elmo.formats.weight_file import save_published
 
 #: Two batches of different size and length (batch 3 x 4 tokens, batch 1 x 5 tokens),
 #: with non-ASCII tokens, an empty sentence and a literal `</S>` token.

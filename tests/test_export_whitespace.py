@@ -1,8 +1,8 @@
-"""`keras_elmo.whitespace.split_whitespace`: the in-graph split equals Python's `str.split()`."""
+"""`keras_elmo.text.whitespace.split_whitespace`: the in-graph split equals Python's `str.split()`."""
 
 import tensorflow as tf
 
-from keras_elmo.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
+from keras_elmo.text.whitespace import PYTHON_EXTRA_WHITESPACE, split_whitespace
 
 
 def _split(texts):

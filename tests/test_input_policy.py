@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import weight_fixtures
-from keras_elmo.bilm import BiLM
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.cli.main import main
-from keras_elmo.options import BiLMOptions
-from keras_elmo.text_files import check_utf8, read_text_lines
-from keras_elmo.weight_file import save_bilm_weights
+from keras_elmo.formats.options import BiLMOptions
+from keras_elmo.text.text_files import check_utf8, read_text_lines
+from keras_elmo.formats.weight_file import save_bilm_weights
 
 BAD_LINE = "他 会 说\n".encode("utf-8") * 2 + b"a \xff b\n" + "好 的\n".encode("utf-8")
 

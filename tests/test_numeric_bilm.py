@@ -1,4 +1,4 @@
-"""The full biLM (ELMO_SPEC.md sections 1-4) loaded from a published-layout file vs the
+"""The full biLM (docs/model.md sections 1-4) loaded from a published-layout file vs the
 numpy reference fed the raw file arrays."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import numpy_reference as ref
 import weight_fixtures
 from keras_elmo import batch_to_ids
-from keras_elmo.bilm import BiLM
+from keras_elmo.models.bilm import BiLM
 
 ATOL = 1e-5
 SENTENCES = [

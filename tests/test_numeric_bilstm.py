@@ -1,4 +1,4 @@
-"""Contextual encoder (ELMO_SPEC.md section 3) of a loaded BiLM vs the numpy reference.
+"""Contextual encoder (docs/model.md section 3) of a loaded BiLM vs the numpy reference.
 
 Inputs at padded positions are large garbage: nothing of it may reach a real position
 (either direction) and outputs there must be exactly zero.
@@ -11,7 +11,7 @@ import pytest
 
 import numpy_reference as ref
 import weight_fixtures
-from keras_elmo.bilm import BiLM
+from keras_elmo.models.bilm import BiLM
 
 ATOL = 1e-5
 

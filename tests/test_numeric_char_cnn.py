@@ -1,11 +1,11 @@
-"""Token encoder (ELMO_SPEC.md section 2) of a loaded BiLM vs the numpy reference."""
+"""Token encoder (docs/model.md section 2) of a loaded BiLM vs the numpy reference."""
 
 import numpy as np
 import pytest
 
 import numpy_reference as ref
 import weight_fixtures
-from keras_elmo.bilm import BiLM
+from keras_elmo.models.bilm import BiLM
 
 ATOL = 1e-5
 SENTENCES = [["The", "<S>", "naïve", "中文", "😀"], ["</S>", "x" * 60, "", "cat"]]
@@ -130,7 +130,7 @@ def test_short_tokens_convolve_a_prefix_with_the_same_result(tmp_path, name):
 def test_filters_convolved_in_groups_match_reference(tmp_path, monkeypatch, group):
     """Filter banks wider than MAX_CONV_FILTERS go through several convs (groups of 1 or 3
     of the 4 and 8 filters here, one group of 3 left with 2): same numbers."""
-    from keras_elmo import char_cnn_embedder
+    from keras_elmo.layers import char_cnn_embedder
 
     monkeypatch.setattr(char_cnn_embedder, "MAX_CONV_FILTERS", group)
     options = weight_fixtures.make_options(activation="tanh", n_highway=1)

@@ -1,4 +1,4 @@
-"""ScalarMix (ELMO_SPEC.md section 5) vs the numpy reference.
+"""ScalarMix (docs/model.md section 5) vs the numpy reference.
 
 Padded positions hold garbage: the layer-norm statistics must ignore them. Outputs are
 compared at real positions (the spec defines nothing at padded ones).
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import numpy_reference as ref
-from keras_elmo.scalar_mix import ScalarMix
+from keras_elmo.layers.scalar_mix import ScalarMix
 
 ATOL = 1e-5
 SCALARS = [0.3, -1.2, 0.8]

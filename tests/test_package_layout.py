@@ -1,5 +1,6 @@
 """The installed package: one top-level name, lazy public names, layers that import only
-downwards, and a command line whose argument checks never load TensorFlow."""
+downwards (and, inside `keras_elmo/`, folders that import only the folders below them), no
+hidden modes, and a command line whose argument checks never load TensorFlow."""
 
 import ast
 import importlib.metadata
@@ -58,12 +59,18 @@ def test_only_keras_elmo_is_installed_as_a_top_level_name():
     assert [e.value for e in entry] == ["keras_elmo.cli.main:main"]
 
 
+def _python_files(folder):
+    """Every .py file under `folder` (a repository folder), as relative paths."""
+    for root, _, names in sorted(os.walk(os.path.join(_ROOT, folder))):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                yield os.path.relpath(os.path.join(root, name), os.path.join(_ROOT, folder))
+
+
 @pytest.mark.parametrize("folder, package", LAYERS)
 def test_each_layer_imports_only_lower_layers(folder, package):
     wrong = []
-    for name in sorted(os.listdir(os.path.join(_ROOT, folder))):
-        if not name.endswith(".py"):
-            continue
+    for name in _python_files(folder):
         path = os.path.join(_ROOT, folder, name)
         for module in _imported_modules(path):
             if module.split(".")[0] in ("training", "export", "cli", "applications",
@@ -75,6 +82,39 @@ def test_each_layer_imports_only_lower_layers(folder, package):
     assert wrong == []
 
 
+#: The folders of `keras_elmo/`, lowest first: a folder imports only from those before it
+#: (and `keras_elmo.constants`). `text` and `process` know nothing of the model, `formats`
+#: reads and writes the layers' weights without importing them, `models` assembles layers.
+INNER = ["process", "text", "formats", "layers", "models"]
+
+
+def test_keras_elmo_folders_import_only_lower_folders():
+    wrong = []
+    for level, folder in enumerate(INNER):
+        allowed = {f"keras_elmo.{f}" for f in INNER[:level + 1]}
+        for name in _python_files(os.path.join("keras_elmo", folder)):
+            for module in _imported_modules(os.path.join(_ROOT, "keras_elmo", folder, name)):
+                inner = ".".join(module.split(".")[:2])
+                if module.startswith("keras_elmo.") and inner.split(".")[1] in INNER \
+                        and inner not in allowed:
+                    wrong.append(f"keras_elmo/{folder}/{name} imports {module}")
+    assert wrong == []
+
+
+#: What must never be in the package: import hooks, private import state, thread-local or
+#: context-variable switches of behaviour. Each behaviour is an argument where it is needed.
+HIDDEN_MODES = ("sys.meta_path", "_initializing", "threading.local", "ContextVar")
+
+
+def test_no_hidden_modes_in_the_package():
+    found = []
+    for folder, _ in LAYERS:
+        for name in _python_files(folder):
+            text = open(os.path.join(_ROOT, folder, name), encoding="utf-8").read()
+            found += [f"{folder}/{name}: {word}" for word in HIDDEN_MODES if word in text]
+    assert found == []
+
+
 def test_public_names_resolve_lazily():
     for name in keras_elmo.__all__:
         assert getattr(keras_elmo, name) is not None, name
@@ -82,19 +122,21 @@ def test_public_names_resolve_lazily():
         keras_elmo.Nope  # noqa: B018
 
 
-_KERAS_AFTER = """
+_LOAD_AFTER_IMPORT = """
 import sys, keras_elmo
-assert "tensorflow" not in sys.modules and "keras" not in sys.modules
-import keras
-print(keras.saving.get_registered_object("keras_elmo>ElmoLayer").__name__)
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules  # a light import
+import keras, keras_elmo.models  # importing the models registers every layer, nothing else
+model = keras.models.load_model(sys.argv[1])
+print(type(model.get_layer("elmo")).__name__)
 """
 
 
 @pytest.mark.slow
-def test_layers_are_registered_when_keras_loads_after_keras_elmo():
-    proc = subprocess.run([sys.executable, "-c", _KERAS_AFTER], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0 and proc.stdout.split() == ["ElmoLayer"], proc.stderr
+def test_a_keras_file_loads_in_a_fresh_process_after_importing_keras_elmo_models():
+    path = os.path.join(_ROOT, "tests", "fixtures", "run_before_restructure", "tagger.keras")
+    proc = subprocess.run([sys.executable, "-c", _LOAD_AFTER_IMPORT, path], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ElmoLayer"], proc.stderr[-2000:]
 
 
 #: Subcommand argument lists that fail their checks (one clear line, exit 2).

@@ -1,4 +1,4 @@
-"""A sentence's biLM outputs do not depend on what else is in the batch (ELMO_SPEC.md
+"""A sentence's biLM outputs do not depend on what else is in the batch (docs/model.md
 sections 3-4): same alone, first or second, next to longer sentences."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import numpy_reference as ref
 from keras_elmo import batch_to_ids
-from keras_elmo.bilm import BiLM
+from keras_elmo.models.bilm import BiLM
 
 ATOL = 1e-6
 SHORT = ["a", "中文", "cat"]

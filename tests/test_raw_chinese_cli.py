@@ -17,7 +17,7 @@ RAW = ["我爱北京天安门。", "北京的花很美。", "她花了很多钱�
 
 
 def _segmented(lines):
-    from keras_elmo.tokenizers import tokenize
+    from keras_elmo.text.tokenizers import tokenize
 
     return [" ".join(tokens) for tokens in tokenize(lines, "jieba")]
 

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import weight_fixtures
-from keras_elmo.bilm import BiLM
-from keras_elmo.weight_file import bilm_weight_arrays, save_bilm_weights
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.formats.weight_file import bilm_weight_arrays, save_bilm_weights
 
 
 def _to_bfloat16_and_back(array):

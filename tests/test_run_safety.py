@@ -259,7 +259,7 @@ def test_sigterm_writes_a_checkpoint_and_weights_then_says_how_to_resume(data):
     assert lines == [f"keras-elmo train: interrupted by SIGTERM at step {step}; checkpoint and "
                      f"weights.hdf5 written; resume with `keras-elmo train {model}`."], lines
     assert ModelDir(model).latest_checkpoint().endswith(f"ckpt-{step}")
-    from keras_elmo.bilm import BiLM
+    from keras_elmo.models.bilm import BiLM
 
     BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))
 
@@ -278,7 +278,7 @@ def test_two_concurrent_trainers_one_is_refused(data):
     refused = next(err for code, _, err in results if code == 2)
     assert re.search(rf"{re.escape(model)} is being trained by pid \d+ on host", refused)
     # The directory is one run's: its options and weights load together.
-    from keras_elmo.bilm import BiLM
+    from keras_elmo.models.bilm import BiLM
 
     BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from keras_elmo import tokenizers
+from keras_elmo.text import tokenizers
 from keras_elmo.training import segmented_corpus
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.corpus import read_sentences

@@ -7,7 +7,7 @@ import pytest
 
 import keras_elmo
 from keras_elmo import BiLM, BiLMOptions, batch_to_ids
-from keras_elmo.token_cache import TokenEmbeddingCache
+from keras_elmo.formats.token_cache import TokenEmbeddingCache
 
 ATOL = 1e-5
 VOCAB = ["<S>", "</S>", "<UNK>", "the", "cat", "sat", "中国", "人民"]

@@ -1,4 +1,4 @@
-"""keras_elmo.tokenizers: the three tokenisers on raw text, a model's tokeniser as the default,
+"""keras_elmo.text.tokenizers: the three tokenisers on raw text, a model's tokeniser as the default,
 and a missing jieba as one clear line (the import failure is simulated)."""
 
 import json
@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from keras_elmo import tokenizers
+from keras_elmo.text import tokenizers
 from keras_elmo.cli.main import main
-from keras_elmo.tokenizers import model_tokenizer, resolve_tokenizer, tokenize
+from keras_elmo.text.tokenizers import model_tokenizer, resolve_tokenizer, tokenize
 
 #: The issue's example line.
 MIXED = "我爱北京天安门。Hello, world! 2024年"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from keras_elmo.options import BiLMOptions
+from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.training.config import TrainingConfig, merge_dicts
 
 

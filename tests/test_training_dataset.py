@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.dataset import (bucket_boundaries, chunk_sentences, corpus_size, make_dataset,
                               tokenize_lines)

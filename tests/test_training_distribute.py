@@ -23,7 +23,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 import numpy as np
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir
 from keras_elmo.training.trainer import Trainer
@@ -143,7 +143,7 @@ cpu = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 import numpy as np
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training import trainer as trainer_module
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir

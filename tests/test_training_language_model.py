@@ -1,11 +1,11 @@
-"""LanguageModel: the joint objective against numpy, sampled softmax, BiLM weight transfer."""
+"""LanguageModel: the joint objective against numpy, sampled softmax, the backbone it holds."""
 
 import numpy as np
 import tensorflow as tf
 
-from keras_elmo.bilm import BiLM
-from keras_elmo.characters import batch_to_ids
-from keras_elmo.options import BiLMOptions
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.text.characters import batch_to_ids
+from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.softmax import SharedSoftmax
 
@@ -35,7 +35,7 @@ def _numpy_nll(model, char_ids):
 
 
 def test_full_softmax_loss_matches_numpy():
-    model = LanguageModel(BiLMOptions.tiny(), vocab_size=9, dropout=0.1)
+    model = LanguageModel(BiLM(BiLMOptions.tiny(), dropout=0.1), vocab_size=9, dropout=0.1)
     char_ids = batch_to_ids(SENTENCES)
     sums = model.nll_sums(char_ids, TOKEN_IDS)
     forward, backward, count = _numpy_nll(model, char_ids)
@@ -46,7 +46,7 @@ def test_full_softmax_loss_matches_numpy():
 
 
 def test_sampled_softmax_and_empty_batch():
-    model = LanguageModel(BiLMOptions.tiny(), vocab_size=200, num_sampled=20,
+    model = LanguageModel(BiLM(BiLMOptions.tiny()), vocab_size=200, num_sampled=20,
                           use_sampled_softmax=True)
     char_ids = batch_to_ids(SENTENCES)
     sums = model.nll_sums(char_ids, TOKEN_IDS, training=True)
@@ -64,11 +64,14 @@ def test_shared_softmax_uniform_case():
     np.testing.assert_allclose(nll.numpy(), np.log(100.0), rtol=1e-6)
 
 
-def test_weights_transfer_into_a_bilm():
-    model = LanguageModel(BiLMOptions.tiny(), vocab_size=9)
-    bilm = model.make_bilm()
-    assert isinstance(bilm, BiLM)
-    words = [s[1:-1] for s in SENTENCES]  # the BiLM adds <S> and </S> itself
+def test_the_head_reads_the_backbone_it_holds():
+    """No copy: the head's backbone is the BiLM object given, and its outputs at the real
+    positions are the BiLM's own (which adds <S> and </S> itself)."""
+    bilm = BiLM(BiLMOptions.tiny())
+    model = LanguageModel(bilm, vocab_size=9)
+    assert model.backbone is bilm
+    assert {id(v) for v in bilm.weights} <= {id(v) for v in model.weights}
+    words = [s[1:-1] for s in SENTENCES]
     bilm_layers = bilm(batch_to_ids(words))["layers"].numpy()  # (batch, L + 1, T, 2P)
     lm = model(batch_to_ids(SENTENCES))
     lm_layers, embeddings = lm["layers"].numpy(), lm["embeddings"].numpy()
@@ -78,21 +81,34 @@ def test_weights_transfer_into_a_bilm():
                                    atol=1e-5)
         np.testing.assert_allclose(bilm_layers[row, 0, :n, :8], embeddings[row, 1:n + 1],
                                    atol=1e-5)
+    # A change to the backbone's weights is a change to the head's outputs.
+    before = model(batch_to_ids(SENTENCES))["layers"].numpy()
+    cell = bilm.contextual_encoder.cells["forward"][1]
+    cell.bias.assign(cell.bias.numpy() + 0.5)
+    assert not np.allclose(model(batch_to_ids(SENTENCES))["layers"].numpy(), before)
 
 
-def test_weights_transfer_between_float32_and_bfloat16_models():
-    """A bfloat16 biLM stores its LSTM kernels transposed; the transfer copies values in
-    the (in, out) layout both ways, so a round trip through bfloat16 gives the float32
-    model's weights rounded to bfloat16, exactly."""
-    from keras_elmo.weight_file import bilm_weight_arrays
+def test_a_trained_float32_backbone_loads_into_a_bfloat16_biLM_through_its_weight_file(
+        tmp_path):
+    """A bfloat16 biLM stores its LSTM kernels transposed; the weight file holds (in, out),
+    so the float32 backbone's weights arrive rounded to bfloat16, exactly."""
+    from keras_elmo.formats.weight_file import bilm_weight_arrays, save_bilm_weights
 
-    model = LanguageModel(BiLMOptions.tiny(), vocab_size=9)
+    model = LanguageModel(BiLM(BiLMOptions.tiny()), vocab_size=9)
     model(batch_to_ids(SENTENCES))
-    reduced = model.transfer_to_bilm(BiLM(BiLMOptions.tiny(), dtype="bfloat16"))
-    again = LanguageModel(BiLMOptions.tiny(), vocab_size=9).transfer_from(reduced)
+    weight_file = str(tmp_path / "weights.hdf5")
+    save_bilm_weights(model.backbone, weight_file)
+    reduced = BiLM.from_weights(BiLMOptions.tiny(), weight_file, dtype="bfloat16")
+    trained = bilm_weight_arrays(model.backbone)
     rounded = {name: tf.cast(tf.cast(array, tf.bfloat16), tf.float32).numpy()
-               for name, array in bilm_weight_arrays(model.make_bilm()).items()}
-    for name, array in bilm_weight_arrays(again.make_bilm()).items():
-        np.testing.assert_array_equal(array, rounded[name], err_msg=name)
-    assert any(not np.array_equal(rounded[name], array) for name, array in
-               bilm_weight_arrays(model.make_bilm()).items())  # the rounding did something
+               for name, array in trained.items()}
+    for name, array in bilm_weight_arrays(reduced).items():
+        np.testing.assert_array_equal(np.asarray(array, np.float32), rounded[name], err_msg=name)
+    assert any(not np.array_equal(rounded[name], array) for name, array in trained.items())
+
+
+def test_rejects_a_stateful_backbone():
+    import pytest
+
+    with pytest.raises(ValueError, match="stateless keras_elmo.BiLM backbone"):
+        LanguageModel(BiLM(BiLMOptions.tiny(), stateful=True), vocab_size=9)

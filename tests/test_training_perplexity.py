@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_elmo.cli.main import main
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir
 from keras_elmo.evaluation.perplexity import evaluate, format_report

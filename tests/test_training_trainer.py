@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_elmo.bilm import BiLM
-from keras_elmo.characters import batch_to_ids
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training.model_dir import ModelDir
 from keras_elmo.training.trainer import Trainer
 
@@ -38,7 +38,7 @@ def test_loss_decreases_and_model_dir_is_complete(corpus):
     # weights.hdf5 + options.json load as a BiLM with the trained weights.
     bilm = BiLM.from_weights(model_dir.options_path, model_dir.weights_path)
     ids = batch_to_ids([["the", "cat", "sat"]])
-    expected = trainer.model.make_bilm()(ids)["layers"].numpy()
+    expected = trainer.model.backbone(ids)["layers"].numpy()  # the trained object itself
     np.testing.assert_allclose(bilm(ids)["layers"].numpy(), expected, atol=1e-6)
     with h5py.File(model_dir.weights_path, "r") as f:
         assert "char_embed" in f

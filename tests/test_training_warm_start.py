@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from keras_elmo.cli.main import main
-from keras_elmo.bilm import BiLM
-from keras_elmo.weight_file import bilm_weight_arrays, load_bilm_weights
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.formats.weight_file import bilm_weight_arrays, load_bilm_weights
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import ModelDir
@@ -55,7 +55,7 @@ def test_encoder_and_shared_softmax_rows_are_copied(source):
                       "vocab_size": len(TARGET_VOCAB)}
     reference = BiLM.from_weights(os.path.join(model_dir, "options.json"),
                                   os.path.join(model_dir, "weights.hdf5"))
-    expected, found = bilm_weight_arrays(reference), bilm_weight_arrays(model.make_bilm())
+    expected, found = bilm_weight_arrays(reference), bilm_weight_arrays(model.backbone)
     assert sorted(expected) == sorted(found)
     for name in expected:
         np.testing.assert_array_equal(found[name], expected[name], err_msg=name)
@@ -101,7 +101,7 @@ def test_published_layout_source_copies_weights_and_no_softmax(source, tmp_path)
     assert warm_start(model, published, vocab)["softmax_rows_copied"] == 0
     reference = BiLM.from_weights(os.path.join(published, "options.json"),
                                   os.path.join(published, "weights.hdf5"))
-    loaded = model.make_bilm()
+    loaded = model.backbone
     load_bilm_weights(reference, os.path.join(published, "weights.hdf5"))
     for name, array in bilm_weight_arrays(reference).items():
         np.testing.assert_array_equal(bilm_weight_arrays(loaded)[name], array, err_msg=name)

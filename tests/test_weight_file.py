@@ -1,4 +1,4 @@
-"""Published weight-file I/O (ELMO_SPEC.md section 6): exact round trip and clear refusals."""
+"""Published weight-file I/O (docs/model.md section 6): exact round trip and clear refusals."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import weight_fixtures
-from keras_elmo.bilm import BiLM
-from keras_elmo.weight_file import read_weight_file, save_bilm_weights, save_published
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.formats.weight_file import read_weight_file, save_bilm_weights, save_published
 
 VARIANTS = {
     "tiny": {},
@@ -152,7 +152,7 @@ def test_bad_json_refused(tmp_path, tiny_model_dir):
 
 def test_loading_in_blocks_of_rows_is_exact(tmp_path, monkeypatch):
     """Blocks of one row (the path a published-size matrix takes): still bit for bit."""
-    from keras_elmo import weight_file
+    from keras_elmo.formats import weight_file
 
     monkeypatch.setattr(weight_file, "_BLOCK_BYTES", 1)
     assert weight_file._block_rows((20, 48)) == 1
@@ -181,7 +181,7 @@ def test_loading_in_blocks_of_rows_is_exact(tmp_path, monkeypatch):
 def test_a_refused_file_assigns_nothing(tmp_path):
     """Values are checked before any weight is assigned: a NaN in the last LSTM dataset
     leaves a loaded model exactly as it was."""
-    from keras_elmo.weight_file import load_bilm_weights
+    from keras_elmo.formats.weight_file import load_bilm_weights
 
     options = weight_fixtures.make_options()
     good = weight_fixtures.random_weight_arrays(options, seed=12)

@@ -1,6 +1,6 @@
-"""Random weight files in the published bilm-tf layout (ELMO_SPEC.md section 6), for tests.
+"""Random weight files in the published bilm-tf layout (docs/model.md section 6), for tests.
 
-Written from the spec's table, independently of `keras_elmo.weight_file`.
+Written from the spec's table, independently of `keras_elmo.formats.weight_file`.
 
 Example:
 >>> options = make_options()

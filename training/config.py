@@ -1,6 +1,6 @@
 """`TrainingConfig`: every hyper-parameter of a biLM training run, in one object.
 
-The config is saved as `MODEL_DIR/options.json` in the options.json shape of ELMO_SPEC.md
+The config is saved as `MODEL_DIR/options.json` in the options.json shape of docs/model.md
 section 6: the architecture under `"lstm"` / `"char_cnn"` (written by `BiLMOptions`), the
 training keys at the top level, bilm-tf's names where bilm-tf has one (`n_tokens_vocab`,
 `batch_size`, `dropout`, `n_negative_samples_batch`, `all_clip_norm_val`, `n_epochs`,
@@ -18,8 +18,8 @@ import glob
 import json
 import os
 
-from keras_elmo.options import BiLMOptions
-from keras_elmo.tokenizers import TOKENIZERS
+from keras_elmo.formats.options import BiLMOptions
+from keras_elmo.text.tokenizers import TOKENIZERS
 
 #: Presets of `keras-elmo train --size`: architecture + training defaults.
 SIZES = ("tiny", "small", "published")
@@ -67,7 +67,7 @@ class TrainingConfig:
         bidirectional: bool, must be True (forward + backward objective).
         tokenizer: `"whitespace"` (pre-tokenised lines, split as Python's `str.split`),
             `"unicode-script"` (raw text split by script, Han/kana per character) or
-            `"jieba"` (raw Chinese, segmented by jieba); see `keras_elmo.tokenizers`. Saved
+            `"jieba"` (raw Chinese, segmented by jieba); see `keras_elmo.text.tokenizers`. Saved
             in options.json: the default tokeniser of every later command on the model.
         shuffle_buffer: int, sentences in the shuffle buffer.
         seed: int, shuffling seed; epoch `e` uses `seed + e`, so a resumed run sees the
@@ -223,7 +223,7 @@ class TrainingConfig:
 
     def save(self, path):
         """Writes options.json atomically (a killed run never leaves half a file)."""
-        from keras_elmo.atomic_file import atomic_writer
+        from keras_elmo.process.atomic_file import atomic_writer
 
         with atomic_writer(os.fspath(path)) as handle:
             json.dump(self.to_dict(), handle, indent=2, ensure_ascii=False)

@@ -14,7 +14,7 @@ Example:
 import glob
 import os
 
-from keras_elmo.text_files import read_text_lines
+from keras_elmo.text.text_files import read_text_lines
 
 
 def expand_corpus(pattern_or_paths):
@@ -55,14 +55,14 @@ def expand_corpus(pattern_or_paths):
 def read_sentences(path, tokenizer="whitespace"):
     """Yields the sentences of a one-sentence-per-line file as token lists.
 
-    Lines are tokenised by `tokenizer` (`keras_elmo.tokenizers`; whitespace by default);
+    Lines are tokenised by `tokenizer` (`keras_elmo.text.tokenizers`; whitespace by default);
     blank lines are skipped. The file is streamed, never held in memory; under jieba the
     segmented copy of `keras_elmo.training.segmented_corpus` is read (segmented once).
 
     Args:
         path: a UTF-8 text file, one sentence per line (a line that is not UTF-8 is a
-            `ValueError` naming file and line, `keras_elmo.text_files`).
-        tokenizer: a name of `keras_elmo.tokenizers.TOKENIZERS`.
+            `ValueError` naming file and line, `keras_elmo.text.text_files`).
+        tokenizer: a name of `keras_elmo.text.tokenizers.TOKENIZERS`.
 
     Yields:
         `list[str]`, the tokens of one sentence (never empty).
@@ -72,7 +72,7 @@ def read_sentences(path, tokenizer="whitespace"):
         [['a', 'b'], ['c']]
     """
     if tokenizer != "whitespace":
-        from keras_elmo.tokenizers import is_in_graph
+        from keras_elmo.text.tokenizers import is_in_graph
         from keras_elmo.training.segmented_corpus import segment_files
 
         if is_in_graph(tokenizer):
@@ -86,7 +86,7 @@ def read_sentences(path, tokenizer="whitespace"):
 
 
 def _tokenized_sentences(path, tokenizer, lines_per_call=4096):
-    from keras_elmo.tokenizers import tokenize
+    from keras_elmo.text.tokenizers import tokenize
 
     lines = (line for _, line in read_text_lines(path))
     while True:

@@ -9,7 +9,7 @@ that is used later. Steps, all inside tf.data:
    resumed run sees the same order for the same epoch;
 2. each line is tokenised in-graph (`tokenize_lines`): pre-tokenised text is split on
    whitespace exactly as Python's `str.split()` does (the vocabulary is counted that way),
-   raw text by script (`keras_elmo.unicode_script`); raw Chinese under `"jieba"` is
+   raw text by script (`keras_elmo.text.unicode_script`); raw Chinese under `"jieba"` is
    segmented once before the pipeline (`keras_elmo.training.segmented_corpus`, cached) and
    the segmented copy is split on whitespace; blank lines are dropped;
 3. a sentence longer than `max_sentence_tokens` is cut into consecutive chunks of at most
@@ -17,7 +17,7 @@ that is used later. Steps, all inside tf.data:
 4. each sentence becomes `<S> t1 ... tn </S>` and sentences of similar length are batched
    with a token budget (`bucket_by_sequence_length`): `sentences * padded_length <=
    batch_tokens`, at most `batch_size` sentences;
-5. tokens become char ids (`keras_elmo.characters.tf_padded_char_ids`, padding rows all zero)
+5. tokens become char ids (`keras_elmo.text.characters.tf_padded_char_ids`, padding rows all zero)
    and vocabulary ids (out-of-vocabulary -> `<UNK>`).
 
 Example:
@@ -29,10 +29,10 @@ Example:
 import tensorflow as tf
 
 from keras_elmo import constants
-from keras_elmo.characters import tf_padded_char_ids
-from keras_elmo.tokenizers import IN_GRAPH_TOKENIZERS, is_in_graph
+from keras_elmo.text.characters import tf_padded_char_ids
+from keras_elmo.text.tokenizers import IN_GRAPH_TOKENIZERS, is_in_graph
 from keras_elmo.training.segmented_corpus import segment_files
-from keras_elmo.whitespace import split_whitespace
+from keras_elmo.text.whitespace import split_whitespace
 
 #: Lines tokenised per tf.data map call.
 _LINES_PER_MAP = 256
@@ -50,7 +50,7 @@ def tokenize_lines(lines, tokenizer="whitespace"):
             whitespace (`\\u00a0` and `\\u3000` included), as Python's `str.split()`.
             `"unicode-script"`: raw text; split on whitespace and between
             scripts/punctuation ("hello," -> "hello", ","), Han and kana per character
-            (`keras_elmo.unicode_script`). A Python tokeniser (`"jieba"`) is not run here:
+            (`keras_elmo.text.unicode_script`). A Python tokeniser (`"jieba"`) is not run here:
             `make_dataset` reads its segmented copies (`segment_files`) with `"whitespace"`.
 
     Example:
@@ -61,7 +61,7 @@ def tokenize_lines(lines, tokenizer="whitespace"):
     if tokenizer == "whitespace":
         return split_whitespace(lines)
     if tokenizer == "unicode-script":
-        from keras_elmo.unicode_script import split_unicode_script
+        from keras_elmo.text.unicode_script import split_unicode_script
 
         return split_unicode_script(lines)
     raise ValueError(f"tokenize_lines runs the in-graph tokenizers {IN_GRAPH_TOKENIZERS}; "

@@ -5,7 +5,7 @@ state: the trainer checks every step's loss and gradient norm (`check_step`), an
 weights before every checkpoint (`check_weights`), and stops at once with
 `TrainingDivergedError`, a one-line `ValueError` naming the step. Nothing of the diverged
 step is saved, so the newest checkpoint is the last finite one and weights.hdf5 is not
-written (`keras_elmo.weight_file.save_bilm_weights` refuses non-finite arrays as well).
+written (`keras_elmo.formats.weight_file.save_bilm_weights` refuses non-finite arrays as well).
 
 Example:
 >>> check_step(12, {"forward": 30.0, "backward": 31.0, "count": 10.0}, 2.5)  # fine

@@ -7,7 +7,7 @@ Layout (written by `keras-elmo train MODEL_DIR`):
     MODEL_DIR/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, epoch and
                               the batches consumed in the current epoch (the data position)
     MODEL_DIR/logs/           TensorBoard scalars
-    MODEL_DIR/weights.hdf5    at the end of every run: the published layout (ELMO_SPEC.md
+    MODEL_DIR/weights.hdf5    at the end of every run: the published layout (docs/model.md
                               section 6), readable with `BiLM.from_weights(options.json, ...)`
 
 Every file is written atomically (temporary file + rename, or CheckpointManager's own
@@ -23,8 +23,8 @@ import os
 
 import tensorflow as tf
 
-from keras_elmo.atomic_file import atomic_copy
-from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
+from keras_elmo.process.atomic_file import atomic_copy
+from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.divergence import non_finite_variables
 
@@ -139,7 +139,7 @@ class ModelDir:
 
     def write_weights(self, bilm):
         """Writes weights.hdf5 in the published layout (atomically; options.json is ours)."""
-        from keras_elmo.weight_file import save_bilm_weights
+        from keras_elmo.formats.weight_file import save_bilm_weights
 
         save_bilm_weights(bilm, self.weights_path)
 
@@ -208,9 +208,52 @@ def check_checkpoint_shapes(path, **groups):
                              f"these options does not, first {extra[0].split('/')[1]}.")
 
 
+#: The name of a dropout layer's random-seed variable (not a weight).
+_SEED_STATE = "seed_generator_state"
+
+
 def _flat(variables):
     """`{"0000_char_embeddings": tf.Variable, ...}` in the variables' order."""
     return {f"{index:04d}_{variable.name}": getattr(variable, "value", variable)
             for index, variable in enumerate(variables)}
 
 
+def load_backbone_from_checkpoint(backbone, path):
+    """Loads the biLM weights of a training checkpoint into `backbone`; returns the softmax.
+
+    A checkpoint's `model` group holds the `LanguageModel`'s variables in order: the
+    backbone's first, then the softmax's embeddings and bias. They are matched to
+    `backbone`'s variables by position, dropout seed states left out on both sides (the new
+    run's dropout may differ), each checked by name and shape, and read one at a time.
+
+    Args:
+        backbone: `keras_elmo.BiLM` of the source's architecture (variables may be mirrored:
+            call in cross-replica context).
+        path: checkpoint path prefix (`.../ckpt-40`).
+
+    Returns:
+        `(embeddings, bias)`: the source softmax as numpy arrays.
+
+    Raises:
+        ValueError: the checkpoint cannot be read or does not fit the backbone (naming the
+            variable, the shape found and the shape expected).
+    """
+    try:
+        reader = tf.train.load_checkpoint(path)
+        saved = sorted(name for name in reader.get_variable_to_shape_map()
+                       if name.startswith("model/") and _SEED_STATE not in name)
+    except Exception as error:  # noqa: BLE001 - a damaged file raises many kinds
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"cannot read checkpoint {path}: {first[:300]}") from None
+    targets = [v for v in backbone.variables if _SEED_STATE not in v.name]
+    if len(saved) != len(targets) + 2:
+        raise ValueError(f"checkpoint {path} holds {len(saved)} model weights; expected "
+                         f"{len(targets) + 2} (this biLM's {len(targets)} and a softmax).")
+    for key, variable in zip(saved, targets):
+        value = reader.get_tensor(key)
+        short = key.split("/")[1].split("_", 1)[1]  # "model/0003_conv_0_kernel/..." -> name
+        if short != variable.name or value.shape != tuple(variable.shape):
+            raise ValueError(f"checkpoint {path}: {key} holds {short} {value.shape}; expected "
+                             f"{variable.name} {tuple(variable.shape)}.")
+        variable.assign(value)
+    return reader.get_tensor(saved[-2]), reader.get_tensor(saved[-1])

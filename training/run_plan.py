@@ -17,7 +17,7 @@ Example:
 '25% of --max-steps, ETA 0:01:30'
 """
 
-from keras_elmo.progress import format_clock
+from keras_elmo.process.progress import format_clock
 
 
 class RunPlan:

@@ -1,7 +1,7 @@
 """Raw text segmented once by a Python tokeniser (jieba), cached for every later pass.
 
 The tf.data pipeline tokenises in-graph (`whitespace`, `unicode-script`). A segmenter written
-in Python (jieba, `keras_elmo.tokenizers`) would hold the pipeline to Python speed and the GIL
+in Python (jieba, `keras_elmo.text.tokenizers`) would hold the pipeline to Python speed and the GIL
 in every epoch; instead each corpus file is segmented once into a cache file, tokens joined
 by single spaces, one line per input line (blank lines stay blank), and the pipeline reads
 that with the whitespace split. Measured on People's Daily (1.07M words, 2 shared CPU
@@ -22,8 +22,8 @@ import hashlib
 import os
 import sys
 
-from keras_elmo import tokenizers
-from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.text import tokenizers
+from keras_elmo.process.atomic_file import atomic_writer
 
 #: Lines segmented per `tokenizers.tokenize` call.
 _LINES_PER_CALL = 1024
@@ -46,7 +46,7 @@ def segment_files(files, tokenizer, cache_dir=None, stream=sys.stderr):
 
     Args:
         files: list of str, UTF-8 text files, one sentence per line.
-        tokenizer: a name of `keras_elmo.tokenizers.TOKENIZERS`.
+        tokenizer: a name of `keras_elmo.text.tokenizers.TOKENIZERS`.
         cache_dir: str or None (`default_cache_dir()`).
         stream: where a one-line note goes when a file is segmented (None: silent).
 

@@ -123,7 +123,9 @@ class Trainer:
         context = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            sums = self.model.nll_sums(batch["char_ids"], batch["token_ids"], training=True)
+            # The training step is where the biLSTM's hand-written backward pass is chosen.
+            sums = self.model.nll_sums(batch["char_ids"], batch["token_ids"], training=True,
+                                       sequence_gradient=True)
             global_count = context.all_reduce(_SUM, sums["count"])
             loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
         grads = tape.gradient(loss, variables)
@@ -253,7 +255,7 @@ class Trainer:
                 with contextlib.suppress(OSError):
                     os.rmdir(os.path.dirname(self.save_dir))  # `.workers/`, once empty
         if self.chief:
-            self.model_dir.write_weights(self.model.make_bilm())
+            self.model_dir.write_weights(self.model.backbone)  # the trained biLM itself
         return {"step": int(self.step.numpy()), "epoch": int(self.epoch.numpy()),
                 "resumed_from": resumed_from, "warm_started": warm_started,
                 "stopped": stopped,

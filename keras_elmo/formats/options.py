@@ -1,0 +1,295 @@
+"""`BiLMOptions`: the architecture of a biLM, read from and written to `options.json`.
+
+The JSON shape is that of the published weight files (docs/model.md section 6); this class
+is the only place that knows its key names. Unknown keys (training hyper-parameters such as
+`n_tokens_vocab`) are kept in `extra` and written back unchanged.
+"""
+
+import dataclasses
+import json
+import os
+
+from keras_elmo import constants
+
+_ACTIVATIONS = ("relu", "tanh")
+
+
+@dataclasses.dataclass(frozen=True)
+class BiLMOptions:
+    """Architecture of a biLM: character CNN, highway layers, projection and biLSTM.
+
+    Args:
+        char_embedding_dim: int. Size of each character embedding (`char_cnn.embedding.dim`).
+        filters: tuple of `(width, num_filters)` pairs, one convolution per pair.
+        num_highway: int. Highway layers after the convolutions (may be 0).
+        activation: `"relu"` or `"tanh"`, applied after the max over char positions.
+        max_characters_per_token: int. Char ids per token, markers and padding included.
+        num_characters: int. Rows of the model's char table (262: ids shifted, row 0 =
+            padding). bilm-tf's training value 261 (same table without row 0) is accepted
+            by `from_dict` and normalised to 262.
+        lstm_units: int. Memory cell size of each LSTM (`lstm.dim`).
+        projection_dim: int. Output size of each LSTM and of the token encoder.
+        num_layers: int. biLSTM layers per direction.
+        cell_clip: float or None. Clip value of the memory cell.
+        proj_clip: float or None. Clip value of the projected output.
+        use_skip_connections: bool. Residual connection on every layer after the first.
+        extra: dict. Any further options.json keys, kept as they were read.
+
+    Example:
+    >>> options = BiLMOptions.tiny()
+    >>> options.output_dim
+    16
+    >>> BiLMOptions.from_dict(options.to_dict()) == options
+    True
+    """
+
+    char_embedding_dim: int = 16
+    filters: tuple = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+    num_highway: int = 2
+    activation: str = "relu"
+    max_characters_per_token: int = constants.MAX_CHARACTERS_PER_TOKEN
+    num_characters: int = constants.NUM_CHARACTERS
+    lstm_units: int = 4096
+    projection_dim: int = 512
+    num_layers: int = 2
+    cell_clip: float = 3.0
+    proj_clip: float = 3.0
+    use_skip_connections: bool = True
+    extra: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "filters", tuple((int(w), int(n)) for w, n in self.filters))
+        _check_positive_int("char_cnn.embedding.dim", self.char_embedding_dim)
+        _check_positive_int("lstm.dim", self.lstm_units)
+        _check_positive_int("lstm.projection_dim", self.projection_dim)
+        _check_positive_int("lstm.n_layers", self.num_layers)
+        if not self.filters:
+            raise ValueError("char_cnn.filters must list at least one [width, n_filters] pair; "
+                             "received an empty list.")
+        for width, count in self.filters:
+            if width < 1 or count < 1:
+                raise ValueError("Every char_cnn.filters entry must be [width >= 1, n_filters >= 1]; "
+                                 f"received [{width}, {count}].")
+        if self.num_highway < 0:
+            raise ValueError(f"char_cnn.n_highway must be >= 0; received {self.num_highway}.")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"char_cnn.activation must be one of {_ACTIVATIONS}; "
+                             f"received {self.activation!r}.")
+        min_chars = constants.NUM_WORD_MARKERS + 1
+        if self.max_characters_per_token < max(min_chars, max(w for w, _ in self.filters)):
+            raise ValueError(
+                "char_cnn.max_characters_per_token must be >= 3 and >= the widest filter "
+                f"({max(w for w, _ in self.filters)}); received {self.max_characters_per_token}.")
+        if self.num_characters != constants.NUM_CHARACTERS:
+            raise ValueError(
+                f"char_cnn.n_characters must be {constants.NUM_CHARACTERS} (or "
+                f"{constants.NUM_FILE_CHARACTERS} in bilm-tf training options); "
+                f"received {self.num_characters}.")
+        if self.projection_dim >= self.lstm_units:
+            raise ValueError(
+                "lstm.projection_dim must be smaller than lstm.dim (bilm-tf drops the projection "
+                "otherwise, a variant keras-elmo does not support); received projection_dim="
+                f"{self.projection_dim}, dim={self.lstm_units}.")
+
+    # --- derived sizes ---------------------------------------------------------------------
+    @property
+    def num_filters(self):
+        """Total convolution filters, the width of the highway layers."""
+        return sum(count for _, count in self.filters)
+
+    @property
+    def output_dim(self):
+        """Size of every biLM representation: `2 * projection_dim`."""
+        return 2 * self.projection_dim
+
+    # --- presets -----------------------------------------------------------------------------
+    @classmethod
+    def published(cls):
+        """The published 2x4096_512_2048cnn_2xhighway configuration."""
+        return cls()
+
+    @classmethod
+    def tiny(cls, **overrides):
+        """A few-thousand-parameter model for tests; keyword arguments override fields."""
+        fields = dict(char_embedding_dim=4, filters=((1, 4), (2, 8), (3, 8)), num_highway=1,
+                      lstm_units=12, projection_dim=8, num_layers=2)
+        fields.update(overrides)
+        return cls(**fields)
+
+    @classmethod
+    def small(cls, **overrides):
+        """The README's small model: trains on 2 CPU cores in minutes."""
+        fields = dict(char_embedding_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128)),
+                      num_highway=1, lstm_units=512, projection_dim=128, num_layers=2)
+        fields.update(overrides)
+        return cls(**fields)
+
+    # --- options.json ------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, options):
+        """Reads the options.json structure (`{"lstm": {...}, "char_cnn": {...}, ...}`)."""
+        if not isinstance(options, dict):
+            raise ValueError(f"options must be a JSON object; received {type(options).__name__}.")
+        for section in ("lstm", "char_cnn"):
+            if not isinstance(options.get(section), dict):
+                raise ValueError(f"options.json needs an object under {section!r}; "
+                                 f"found keys {sorted(options)}.")
+        lstm, cnn = dict(options["lstm"]), dict(options["char_cnn"])
+        try:
+            embedding = cnn.pop("embedding")
+            if not isinstance(embedding, dict):
+                raise ValueError("options.json key 'char_cnn.embedding' must be an object "
+                                 f"{{\"dim\": ...}}; received {embedding!r}.")
+            num_characters = _int("char_cnn.n_characters",
+                                  cnn.pop("n_characters", constants.NUM_CHARACTERS))
+            if num_characters == constants.NUM_FILE_CHARACTERS:
+                num_characters = constants.NUM_CHARACTERS
+            fields = dict(
+                char_embedding_dim=_int("char_cnn.embedding.dim", embedding["dim"]),
+                filters=_filters(cnn.pop("filters")),
+                num_highway=_int("char_cnn.n_highway", cnn.pop("n_highway", 0)),
+                activation=_str("char_cnn.activation", cnn.pop("activation", "relu")),
+                max_characters_per_token=_int(
+                    "char_cnn.max_characters_per_token",
+                    cnn.pop("max_characters_per_token", constants.MAX_CHARACTERS_PER_TOKEN)),
+                num_characters=num_characters,
+                lstm_units=_int("lstm.dim", lstm.pop("dim")),
+                projection_dim=_int("lstm.projection_dim", lstm.pop("projection_dim")),
+                num_layers=_int("lstm.n_layers", lstm.pop("n_layers")),
+                cell_clip=_optional_number("lstm.cell_clip", lstm.pop("cell_clip", None)),
+                proj_clip=_optional_number("lstm.proj_clip", lstm.pop("proj_clip", None)),
+                use_skip_connections=_bool("lstm.use_skip_connections",
+                                           lstm.pop("use_skip_connections", False)),
+            )
+        except KeyError as error:
+            raise ValueError(f"options.json is missing the key {error.args[0]!r} "
+                             "(see docs/model.md section 6 for the expected shape).") from None
+        extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
+        extra.update({f"lstm.{k}": v for k, v in lstm.items()})
+        extra.update({f"char_cnn.{k}": v for k, v in cnn.items()})
+        return cls(**fields, extra=extra)
+
+    def to_dict(self):
+        """The options.json structure, extra keys included, `n_characters` written as 262."""
+        lstm = {"dim": self.lstm_units, "projection_dim": self.projection_dim,
+                "n_layers": self.num_layers, "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip, "use_skip_connections": self.use_skip_connections}
+        cnn = {"activation": self.activation, "n_highway": self.num_highway,
+               "embedding": {"dim": self.char_embedding_dim},
+               "filters": [list(f) for f in self.filters],
+               "n_characters": self.num_characters,
+               "max_characters_per_token": self.max_characters_per_token}
+        result = {}
+        for key, value in self.extra.items():
+            section, _, name = key.partition(".")
+            if section == "lstm" and name:
+                lstm.setdefault(name, value)
+            elif section == "char_cnn" and name:
+                cnn.setdefault(name, value)
+            else:
+                result[key] = value
+        result.update({"lstm": lstm, "char_cnn": cnn})
+        return result
+
+    @classmethod
+    def from_file(cls, path):
+        """Reads an options.json file; one clear error for a missing file or bad JSON."""
+        data = read_json(path, "options file", "an options.json as written by bilm-tf or "
+                                               "keras-elmo")
+        try:
+            return cls.from_dict(data)
+        except ValueError as error:
+            raise ValueError(f"options file {os.fspath(path)}: {error}") from None
+
+    def save(self, path):
+        """Writes options.json (indent 2, UTF-8)."""
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
+            f.write("\n")
+
+
+def as_options(options):
+    """`BiLMOptions` from a `BiLMOptions`, an options.json dict or a path to options.json."""
+    if isinstance(options, BiLMOptions):
+        return options
+    if isinstance(options, dict):
+        return BiLMOptions.from_dict(options)
+    if isinstance(options, (str, os.PathLike)):
+        return BiLMOptions.from_file(options)
+    raise ValueError("options must be a BiLMOptions, an options.json dict or a path; "
+                     f"received {type(options).__name__}.")
+
+
+def read_json(path, what, expected):
+    """Parses a JSON file; a missing file or bad JSON becomes one clear error.
+
+    Args:
+        path: the file.
+        what: how the error names the file (e.g. `"options file"`).
+        expected: what the file should be, for the missing-file message.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} not found: {path} (expected {expected}).")
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{what} {path} is not valid JSON: {error.msg} at line "
+                             f"{error.lineno} column {error.colno}.") from None
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{what} {path} is not UTF-8 text ({error.reason} at byte "
+                             f"{error.start}).") from None
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; received {value!r}.")
+
+
+def _int(key, value):
+    """A JSON integer (not a bool, a float such as 12.9 or a string such as "12")."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"options.json key {key!r} must be an integer; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _bool(key, value):
+    """A JSON `true` / `false` (the string "false" is refused, not read as true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"options.json key {key!r} must be true or false; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _str(key, value):
+    if not isinstance(value, str):
+        raise ValueError(f"options.json key {key!r} must be a string; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _optional_number(key, value):
+    """None (no clip) or a JSON number, as float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"options.json key {key!r} must be a number or null; received "
+                         f"{value!r} ({type(value).__name__}).")
+    return float(value)
+
+
+def _filters(value):
+    """`[[width, n_filters], ...]` of integers -> tuple of pairs."""
+    if not isinstance(value, list):
+        raise ValueError("options.json key 'char_cnn.filters' must be a list of [width, "
+                         f"n_filters] pairs; received {value!r} ({type(value).__name__}).")
+    pairs = []
+    for index, pair in enumerate(value):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+            raise ValueError(f"options.json key 'char_cnn.filters' entry {index} must be a "
+                             f"[width, n_filters] pair; received {pair!r}.")
+        pairs.append((_int(f"char_cnn.filters[{index}][0]", pair[0]),
+                      _int(f"char_cnn.filters[{index}][1]", pair[1])))
+    return tuple(pairs)

@@ -1,0 +1,24 @@
+"""The layers of the ELMo model, in the order data flows through them (docs/model.md):
+
+    sentence_boundaries.py     `AddSentenceBoundaries` / `RemoveSentenceBoundaries`:
+                               `<S> t1 ... tn </S>` around each sentence and off the outputs
+    char_cnn_embedder.py       `CharCNNEmbedder`: char ids -> one vector per token (section 2)
+    highway.py                 `Highway`: the char CNN's highway layers
+    lstm_projection_cell.py    `LSTMProjectionCell`: the weights and one step of one LSTM
+    residual_bilstm.py         `ResidualBiLSTM`: the loop; two stacks of cells (section 3)
+    lstm_sequence_gradient.py  the training loop whose backward pass is written by hand
+    scalar_mix.py              `ScalarMix`: gamma * sum_j softmax(s)_j h_j (section 5)
+
+Importing this package registers every layer with Keras. Layers know nothing of training,
+files or export.
+"""
+
+from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo.layers.highway import Highway
+from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
+from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
+from keras_elmo.layers.scalar_mix import ScalarMix
+from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+
+__all__ = ["AddSentenceBoundaries", "CharCNNEmbedder", "Highway", "LSTMProjectionCell",
+           "RemoveSentenceBoundaries", "ResidualBiLSTM", "ScalarMix"]

@@ -1,0 +1,230 @@
+"""`CharCNNEmbedder`: ELMo's context-insensitive token encoder (docs/model.md section 2)."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_elmo import constants
+from keras_elmo.text.characters import token_mask
+from keras_elmo.layers.highway import Highway
+from keras_elmo.formats.options import BiLMOptions
+
+_ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
+#: Largest model char id (ids are shifted by +1; 0 means "no token").
+_MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
+#: Filters per convolution call: wider filter banks are convolved in groups of this many
+#: (same numbers, a bounded largest buffer; measured no slower on CPU).
+MAX_CONV_FILTERS = 128
+
+
+def check_char_id_range(ids):
+    """Refuses char ids outside `[0, 261]` (a negative id would index the table from its end).
+
+    Eager: a `ValueError` quoting the smallest and largest id received. Traced (Keras
+    functional model, tf.function, SavedModel): an assertion op that fails the call with
+    the same words.
+    """
+    message = (f"char ids must be in [0, {_MAX_CHAR_ID}] (shifted ids, 0 = no token; "
+               "see keras_elmo.batch_to_ids)")
+    if tf.executing_eagerly():
+        if int(tf.size(ids)) == 0:
+            return
+        low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
+        if low < 0 or high > _MAX_CHAR_ID:
+            raise ValueError(f"{message}; received ids from {low} to {high}.")
+        return
+    tf.debugging.assert_greater_equal(ids, 0, message=message)
+    tf.debugging.assert_less_equal(ids, _MAX_CHAR_ID, message=message)
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class CharCNNEmbedder(keras.layers.Layer):
+    """Character CNN token encoder: char ids -> one vector per token.
+
+    For each token: embed its char ids (row 0, "no token", is fixed at zero), one valid
+    1-D convolution per `(width, num_filters)` pair, max over char positions, THEN the
+    activation; concatenate; `num_highway` highway layers; a linear projection with bias to
+    `projection_dim` (left out, as in bilm-tf, when the filters already total
+    `projection_dim`).
+
+    Args:
+        char_embedding_dim: int, size of each char embedding (16 published).
+        filters: list of `[width, num_filters]` pairs (2048 filters in all published).
+        num_highway: int, highway layers (2 published; 0 allowed).
+        activation: `"relu"` or `"tanh"`.
+        projection_dim: int, output size (512 published).
+        max_characters_per_token: int, char ids per token (50).
+        zero_init: bool, create the weights a published weight file holds as zeros instead
+            of drawing them: for an encoder a file fills next (`BiLM.from_weights`).
+        **kwargs: base layer arguments (`name`, `dtype`, `trainable`, ...).
+
+    Call arguments:
+        inputs: int tensor `(batch, num_tokens, max_characters_per_token)` of shifted char
+            ids (see `keras_elmo.text.characters`); all-zero rows are padding.
+
+    Returns:
+        float tensor `(batch, num_tokens, projection_dim)`, with the Keras mask
+        `(batch, num_tokens)` = "row has a nonzero id". Padding rows are not zeroed here
+        (they are the encoding of an all-padding token); `BiLM` zeroes them.
+
+    Example:
+    >>> embedder = CharCNNEmbedder.from_options(BiLMOptions.tiny())
+    >>> ids = keras_elmo.batch_to_ids([["a", "cat"], ["dogs"]])
+    >>> embedder(ids).shape
+    (2, 2, 8)
+
+    Reference:
+    - [Peters et al., 2018](https://arxiv.org/abs/1802.05365);
+      [Kim et al., 2016](https://arxiv.org/abs/1508.06615) for the char CNN.
+    """
+
+    def __init__(self, char_embedding_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128),
+                 (5, 256), (6, 512), (7, 1024)), num_highway=2, activation="relu",
+                 projection_dim=512,
+                 max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN, zero_init=False,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.zero_init = bool(zero_init)
+        # BiLMOptions validates every architecture argument in one place.
+        checked = BiLMOptions(char_embedding_dim=char_embedding_dim, filters=filters,
+                              num_highway=num_highway, activation=activation,
+                              projection_dim=projection_dim,
+                              max_characters_per_token=max_characters_per_token,
+                              lstm_units=projection_dim + 1)
+        self.char_embedding_dim = checked.char_embedding_dim
+        self.filters = [list(f) for f in checked.filters]
+        self.num_highway = checked.num_highway
+        self.activation = checked.activation
+        self.projection_dim = checked.projection_dim
+        self.max_characters_per_token = checked.max_characters_per_token
+        self.num_filters = checked.num_filters
+        self.use_projection = self.num_filters != self.projection_dim
+        self.supports_masking = True
+
+    @classmethod
+    def from_options(cls, options, **kwargs):
+        """Builds the encoder of a `BiLMOptions`, dict or options.json path."""
+        from keras_elmo.formats.options import as_options
+
+        o = as_options(options)
+        return cls(char_embedding_dim=o.char_embedding_dim, filters=o.filters,
+                   num_highway=o.num_highway, activation=o.activation,
+                   projection_dim=o.projection_dim,
+                   max_characters_per_token=o.max_characters_per_token, **kwargs)
+
+    def build(self, input_shape):
+        if input_shape[-1] is not None and input_shape[-1] != self.max_characters_per_token:
+            raise ValueError(f"CharCNNEmbedder expects char ids of shape (batch, tokens, "
+                             f"{self.max_characters_per_token}); received {tuple(input_shape)}.")
+        # Rows for shifted ids 1..261; id 0 ("no token") maps to a constant zero row.
+        self.char_embeddings = self.add_weight(
+            name="char_embeddings",
+            shape=(constants.NUM_FILE_CHARACTERS, self.char_embedding_dim),
+            initializer=self._drawn(keras.initializers.RandomUniform(-1.0, 1.0)))
+        self.conv_kernels, self.conv_biases = [], []
+        for i, (width, count) in enumerate(self.filters):
+            if self.activation == "relu":
+                init = keras.initializers.RandomUniform(-0.05, 0.05)
+            else:
+                init = keras.initializers.RandomNormal(
+                    stddev=(1.0 / (width * self.char_embedding_dim)) ** 0.5)
+            self.conv_kernels.append(self.add_weight(
+                name=f"conv_{i}_kernel", shape=(width, self.char_embedding_dim, count),
+                initializer=self._drawn(init)))
+            self.conv_biases.append(self.add_weight(
+                name=f"conv_{i}_bias", shape=(count,), initializer="zeros"))
+        self.highways = []
+        for k in range(self.num_highway):
+            layer = Highway(zero_init=self.zero_init, name=f"highway_{k}",
+                            dtype=self.dtype_policy)
+            layer.build((None, self.num_filters))
+            self.highways.append(layer)
+        self.projection = None
+        if self.use_projection:
+            self.projection = keras.layers.Dense(
+                self.projection_dim, name="projection", dtype=self.dtype_policy,
+                kernel_initializer=self._drawn(keras.initializers.RandomNormal(
+                    stddev=(1.0 / self.num_filters) ** 0.5)))
+            self.projection.build((None, self.num_filters))
+
+    def _drawn(self, initializer):
+        """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
+        return "zeros" if self.zero_init else initializer
+
+    def call(self, inputs):
+        ids = ops.cast(inputs, "int32")
+        check_char_id_range(ids)
+        batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
+        flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
+        # Each distinct token is encoded once and gathered back to its positions: a batch of
+        # text holds far fewer distinct tokens than positions. Rows are encoded
+        # independently, so the result is that of encoding every position.
+        flat_ids, positions = tf.raw_ops.UniqueV2(x=flat_ids, axis=[0])  # (U, chars), (batch*T,)
+        # One extra all-padding row, never gathered: TensorFlow's conv returns its input
+        # unchanged for an empty batch, so a batch of 0 rows must never reach it.
+        flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (U + 1, chars)
+        table = ops.concatenate(
+            [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
+             self.char_embeddings], axis=0)  # (262, E)
+        pooled = self._pooled_convolutions(table, flat_ids)
+        x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (U + 1, F)
+        for highway in self.highways:
+            x = highway(x)
+        if self.projection is not None:
+            x = self.projection(x)  # (U + 1, P)
+        x = ops.take(x, positions, axis=0)  # (batch*T, P)
+        return ops.reshape(x, (batch, num_tokens, self.projection_dim))  # (batch, T, P)
+
+    def _pooled_convolutions(self, table, ids):
+        """`activation(max over positions of conv_w(chars) + b_w)` per filter, `(rows, n)` each.
+
+        Exact work saving: every row ends in a run of one repeated id (the padding char
+        after a token's end-of-word mark; id 0 in a "no token" row), and every window that
+        lies inside that run gives the same value for all such rows. The convolutions run
+        only over the first `K` positions, `K = min(chars, L + max_width - 1)` where `L` is
+        the longest non-run prefix in the batch (7 instead of 50 for "cats"), and each row's
+        max also takes the value of a window made of its run id, computed once per row
+        (`emb(id) @ sum_k kernel[k]`) whenever some window was left out.
+        """
+        num_chars = self.max_characters_per_token
+        tail = ids[:, -1:]  # (rows, 1): the id that fills the end of each row
+        differs = ops.cast(ops.not_equal(ids, tail), "int32")  # (rows, chars)
+        prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # scalar L
+        widest = max(width for width, _ in self.filters)
+        used = ops.minimum(num_chars, ops.maximum(prefix, 1) + widest - 1)  # K
+        chars = ops.take(table, ids[:, :used], axis=0)  # (rows, K, E)
+        chars = ops.cast(chars, self.compute_dtype)
+        tail_chars = ops.cast(ops.take(table, tail[:, 0], axis=0), self.compute_dtype)
+        truncated = ops.less(used, num_chars)
+        activation = _ACTIVATIONS[self.activation]
+        pooled = []
+        for kernel, bias in zip(self.conv_kernels, self.conv_biases):
+            kernel = ops.cast(kernel, self.compute_dtype)  # (w, E, n)
+            count = int(kernel.shape[-1])
+            # At most MAX_CONV_FILTERS filters per conv: its output (rows, K - w + 1, g) is
+            # the char CNN's largest buffer.
+            maxima = [ops.max(ops.conv(chars, kernel[..., start:start + MAX_CONV_FILTERS],
+                                       padding="valid"), axis=1)  # (rows, g)
+                      for start in range(0, count, MAX_CONV_FILTERS)]
+            best = ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
+            run_window = ops.matmul(tail_chars, ops.sum(kernel, axis=0))  # (rows, n)
+            best = ops.where(truncated, ops.maximum(best, run_window), best)
+            # The bias after the max: max_p(conv_p) + b is exactly max_p(conv_p + b) (adding
+            # b is monotonic, also after rounding), with one add per filter, not per position.
+            pooled.append(activation(best + ops.cast(bias, self.compute_dtype)))
+        return pooled
+
+    def compute_mask(self, inputs, mask=None):
+        return token_mask(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.projection_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(char_embedding_dim=self.char_embedding_dim, filters=self.filters,
+                      num_highway=self.num_highway, activation=self.activation,
+                      projection_dim=self.projection_dim,
+                      max_characters_per_token=self.max_characters_per_token,
+                      zero_init=self.zero_init)
+        return config

@@ -1,0 +1,173 @@
+"""The training loop of one biLSTM layer, with a gradient written for the whole sequence.
+
+`ResidualBiLSTM` runs this when its caller passes `sequence_gradient=True`: every direction
+of one layer advances in one time loop (docs/model.md section 3), and the backward pass is a second, hand-written time
+loop instead of TensorFlow's autodiff of the first. Autodiff of a `tf.while_loop` pushes
+every intermediate of every step onto a stack and multiplies out the weight gradients at
+every step; here:
+
+- the forward loop keeps exactly three tensors per step and direction: the gate
+  pre-activations `z`, the unclipped memory `c_raw` and the unclipped projection `h_raw`;
+- everything the backward step needs that depends only on the forward pass (gate
+  derivatives, clip masks) is computed once for all steps, as whole-sequence tensors;
+- the backward loop carries only `(dh, dc)`: two small products per step and direction
+  (`dh_raw W_p^T`, `dz W_h^T`, with contiguous transposed copies made once);
+- the weight gradients are one large product per weight after the loop:
+  `dW_h = H_prev^T dZ`, `dW_p = M^T dH_raw` over all `T * batch` rows, and the gradient of
+  the input gates is `dZ` itself (it flows on into the hoisted `x W_x` product).
+
+The forward loop runs the cell's own step (`LSTMProjectionCell.step_values`), and the
+backward pass takes the gate activations and clips from the cell too: the same numbers as
+the plain loop and the same gradients as its autodiff, to float32 rounding
+(tests/test_lstm_gradient.py). Initial states are zero (stateless). `ResidualBiLSTM` runs
+this loop when its caller asks for it (`sequence_gradient=True`, what the training step
+does); otherwise it runs the plain loop, whose autodiff works everywhere, a SavedModel
+included.
+
+Example:
+>>> outputs = run_layer_with_sequence_gradient(cells, gates)  # doctest: +SKIP
+>>> [o.shape for o in outputs]  # one (T, batch, projection_dim) per direction
+"""
+
+import tensorflow as tf
+
+
+def run_layer_with_sequence_gradient(cells, gates):
+    """Runs independent cells (one per direction) over their own input gates.
+
+    Args:
+        cells: list of built `LSTMProjectionCell`, same units, projection and clips.
+        gates: list of time-major `(T, batch, 4 * units)`, each cell's `input_gates(x)`
+            (forget bias included), real steps first in every row.
+
+    Returns:
+        list of time-major `(T, batch, projection_dim)`: each cell's `h` at every step,
+        from zero initial states.
+    """
+    kernels = []
+    for cell in cells:
+        kernels += list(cell.logical_kernels())  # (P, 4U), (U, P) in any stored layout
+    return list(_make_layer(cells)(*gates, *kernels))
+
+
+def _inside(x, clip):
+    """1.0 where `clip_by_value(x, -clip, clip)` passes its gradient, else 0.0; None when
+    there is no clip (nothing to multiply by)."""
+    if clip is None:
+        return None
+    return tf.cast(tf.abs(x) <= clip, x.dtype)
+
+
+def _times(x, factor):
+    return x if factor is None else x * factor
+
+
+def _rows(x):
+    """`(T, batch, n)` -> `(T * batch, n)`."""
+    return tf.reshape(x, (-1, x.shape[-1]))
+
+
+def _make_layer(cells):
+    """The `tf.custom_gradient` function of these cells: `(*gates, *kernels) -> outputs`."""
+    num_cells = len(cells)
+
+    @tf.custom_gradient
+    def layer(*args):
+        gates, kernels = args[:num_cells], args[num_cells:]
+        w_h, w_p = kernels[0::2], kernels[1::2]  # (P, 4U), (U, P) per cell
+        saved = _forward(cells, gates, w_h, w_p)
+        outputs = [cell.clip_projection(h_raw)
+                   for cell, h_raw in zip(cells, saved["h_raw"])]  # (T, batch, P)
+
+        def grad(*d_outputs):
+            d_gates, d_kernels = [], []
+            for k, cell in enumerate(cells):
+                d_z, d_w_h, d_w_p = _backward(
+                    cell, d_outputs[k], saved["z"][k], saved["c_raw"][k], saved["h_raw"][k],
+                    w_h[k], w_p[k])
+                d_gates.append(d_z)
+                d_kernels += [d_w_h, d_w_p]
+            return d_gates + d_kernels
+
+        return outputs, grad
+
+    return layer
+
+
+def _forward(cells, gates, w_h, w_p):
+    """The forward time loop of the cells' own step; returns the per-step tensors the
+    backward pass reads.
+
+    Returns:
+        dict of lists (one per cell) of time-major tensors: `z` `(T, batch, 4U)`,
+        `c_raw` `(T, batch, U)`, `h_raw` `(T, batch, P)`.
+    """
+    num_steps, batch = tf.shape(gates[0])[0], tf.shape(gates[0])[1]
+    dtype = gates[0].dtype
+    shapes = [(w.shape[0], w_p[k].shape[0]) for k, w in enumerate(w_h)]  # (P, U)
+    states = [(tf.zeros((batch, p), dtype), tf.zeros((batch, u), dtype)) for p, u in shapes]
+
+    def arrays(width):
+        return tf.TensorArray(dtype, size=num_steps, element_shape=(None, width))
+
+    saved = {"z": [arrays(4 * u) for _, u in shapes], "c_raw": [arrays(u) for _, u in shapes],
+             "h_raw": [arrays(p) for p, _ in shapes]}
+
+    def body(t, states, saved):
+        new_states, new_saved = [], {key: [] for key in saved}
+        for k, (cell, state) in enumerate(zip(cells, states)):
+            step = cell.step_values(gates[k][t], state, (w_h[k], w_p[k]), transposed=False)
+            new_states.append((step.h, step.c))
+            for key in ("z", "c_raw", "h_raw"):
+                new_saved[key].append(saved[key][k].write(t, getattr(step, key)))
+        return t + 1, new_states, new_saved
+
+    _, _, saved = tf.while_loop(lambda t, *_: t < num_steps, body,
+                                (tf.constant(0), states, saved))
+    # (T, batch, width) each; the reshape keeps that shape when the loop ran no step
+    return {key: [tf.reshape(array.stack(), (num_steps, batch, array.element_shape[-1]))
+                  for array in arrays_] for key, arrays_ in saved.items()}
+
+
+def _backward(cell, d_h, z, c_raw, h_raw, w_h, w_p):
+    """Gradients of one cell's sequence: `(d input gates, d W_h, d W_p)`.
+
+    `d_h` `(T, batch, P)` is the upstream gradient of the clipped outputs; `z`, `c_raw`,
+    `h_raw` are the forward loop's saved tensors.
+    """
+    units = c_raw.shape[-1]
+    # Whole-sequence tensors of the forward pass (T, batch, ...), computed once.
+    i, f, g, o = cell.gate_activations(z)
+    c = cell.clip_cell(c_raw)
+    tanh_c = tf.tanh(c)
+    c_prev = tf.concat([tf.zeros_like(c[:1]), c], axis=0)[:-1]  # c_{t-1}, zero at t = 0
+    h = cell.clip_projection(h_raw)
+    h_prev = tf.concat([tf.zeros_like(h[:1]), h], axis=0)[:-1]  # h_{t-1}
+    inside_h = _inside(h_raw, cell.proj_clip)  # (T, batch, P) or None
+    inside_c = _inside(c_raw, cell.cell_clip)  # (T, batch, U) or None
+    dm_to_dc = _times(o * (1.0 - tanh_c * tanh_c), inside_c)  # d c_raw / d m, per unit
+    # dz = [dc, dc, dc, dm] * gate_factors: d z / d c_raw for i, f, c and d z_o / d m.
+    gate_factors = tf.concat([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g),
+                              tanh_c * o * (1.0 - o)], axis=-1)  # (T, batch, 4U)
+    w_h_t, w_p_t = tf.transpose(w_h), tf.transpose(w_p)  # contiguous (4U, P), (P, U)
+    num_steps, batch = tf.shape(z)[0], tf.shape(z)[1]
+    dtype = z.dtype
+    d_z_array = tf.TensorArray(dtype, size=num_steps, element_shape=(None, 4 * units))
+    d_h_raw_array = tf.TensorArray(dtype, size=num_steps, element_shape=(None, h.shape[-1]))
+
+    def body(t, d_h_next, d_c_next, d_z_array, d_h_raw_array):
+        d_h_raw = _times(d_h[t] + d_h_next, None if inside_h is None else inside_h[t])
+        d_m = tf.matmul(d_h_raw, w_p_t)  # (batch, U)
+        d_c_raw = _times(d_c_next, None if inside_c is None else inside_c[t]) + d_m * dm_to_dc[t]
+        d_z = tf.concat([d_c_raw, d_c_raw, d_c_raw, d_m], axis=-1) * gate_factors[t]
+        return (t - 1, tf.matmul(d_z, w_h_t), d_c_raw * f[t], d_z_array.write(t, d_z),
+                d_h_raw_array.write(t, d_h_raw))
+
+    initial = (num_steps - 1, tf.zeros((batch, h.shape[-1]), dtype),
+               tf.zeros((batch, units), dtype), d_z_array, d_h_raw_array)
+    _, _, _, d_z_array, d_h_raw_array = tf.while_loop(lambda t, *_: t >= 0, body, initial)
+    d_z = tf.reshape(d_z_array.stack(), (num_steps, batch, 4 * units))  # (T, batch, 4U)
+    d_h_raw = tf.reshape(d_h_raw_array.stack(), (num_steps, batch, h.shape[-1]))  # (T, batch, P)
+    d_w_h = tf.matmul(_rows(h_prev), _rows(d_z), transpose_a=True)  # (P, 4U)
+    d_w_p = tf.matmul(_rows(o * tanh_c), _rows(d_h_raw), transpose_a=True)  # (U, P)
+    return d_z, d_w_h, d_w_p

@@ -1,0 +1,263 @@
+"""`ResidualBiLSTM`: ELMo's contextual encoder, two independent LSTM stacks (section 3)."""
+
+import keras
+import tensorflow as tf
+
+from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
+from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
+from keras_elmo.formats.options import BiLMOptions, as_options
+
+_DIRECTIONS = ("forward", "backward")
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class ResidualBiLSTM(keras.layers.Layer):
+    """Forward and backward stacks of LSTM-with-projection layers with residual connections.
+
+    The forward stack reads each sentence left to right, the backward stack reads it right
+    to left *within its own length*, so padding never reaches a real position. With
+    `use_skip_connections`, every layer after the first outputs `h + x` (its input added),
+    while the `h` fed back into its next step excludes `x`. Per time step only `h W_h` is
+    computed inside the loop; `x W_x` is one matmul over all steps, and both directions of a
+    layer advance in the same loop.
+
+    Stateless by default: every sentence starts from zero `(h, c)`. With `stateful=True`
+    each batch row starts from the final state its row reached in the previous call (taken
+    after its last real step, residual excluded), as bilm-tf and AllenNLP do; rows at or past
+    the call's batch size keep their state; `reset_states()` zeroes everything.
+
+    Args:
+        units: int, LSTM memory size (`lstm.dim`, 4096 published).
+        projection_dim: int, size of inputs and of each direction's outputs (512).
+        num_layers: int, layers per direction (2).
+        cell_clip: float or None, memory clip value (3).
+        proj_clip: float or None, projection clip value (3).
+        use_skip_connections: bool, residual connections after the first layer (True).
+        dropout: float in [0, 1), dropout on every layer's input when `training=True`.
+        stateful: bool, carry `(h, c)` across calls per batch row (False).
+        max_batch_size: int, rows of the stored state when `stateful` (128).
+        zero_init: bool, create the cells' kernels as zeros instead of drawing them: for an
+            encoder whose weights a file fills next (`BiLM.from_weights`).
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: float `(batch, num_tokens, projection_dim)`.
+        mask: bool `(batch, num_tokens)`, True on real tokens, which come first in each row.
+            Defaults to all True.
+        skip_boundary_steps: bool, for inputs framed as `<S> t1 ... tn </S>` whose outputs
+            at the frame are not read (`BiLM`, the training objective): each direction
+            skips its final step (the forward `</S>`, the backward `<S>`; one step of
+            `T` less work), and the forward half at each row's last real position and the
+            backward half at position 0 are zero. Stateless encoders only.
+        training: bool, enables dropout.
+        sequence_gradient: bool, run each layer through the loop whose backward pass is
+            written for whole sequences (`keras_elmo.layers.lstm_sequence_gradient`): the
+            training step asks for it (1.4x faster backward). False (the default) runs the
+            plain loop, whose autodiff gives the same gradients and which every graph that
+            outlives the process (a SavedModel) must use. Stateless encoders only.
+
+    Returns:
+        float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
+        forward output of layer j, `[..., P:]` the backward one; exactly zero at masked
+        positions.
+
+    Example:
+    >>> encoder = ResidualBiLSTM(units=12, projection_dim=8, num_layers=2)
+    >>> x = np.random.rand(2, 5, 8).astype("float32")
+    >>> encoder(x, mask=np.array([[1, 1, 1, 0, 0], [1] * 5], bool)).shape
+    (2, 2, 5, 16)
+    """
+
+    def __init__(self, units=4096, projection_dim=512, num_layers=2, cell_clip=3.0,
+                 proj_clip=3.0, use_skip_connections=True, dropout=0.0, stateful=False,
+                 max_batch_size=128, zero_init=False, **kwargs):
+        super().__init__(**kwargs)
+        checked = BiLMOptions(lstm_units=units, projection_dim=projection_dim,
+                              num_layers=num_layers, cell_clip=cell_clip, proj_clip=proj_clip)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); received {dropout}.")
+        if stateful and (not isinstance(max_batch_size, int) or max_batch_size < 1):
+            raise ValueError(f"max_batch_size must be a positive int; received {max_batch_size!r}.")
+        self.units = checked.lstm_units
+        self.projection_dim = checked.projection_dim
+        self.num_layers = checked.num_layers
+        self.cell_clip = checked.cell_clip
+        self.proj_clip = checked.proj_clip
+        self.use_skip_connections = bool(use_skip_connections)
+        self.dropout = float(dropout)
+        self.stateful = bool(stateful)
+        self.max_batch_size = int(max_batch_size)
+        self.zero_init = bool(zero_init)
+        self.supports_masking = True
+        if self.dropout > 0:
+            self.seed_generator = keras.random.SeedGenerator(seed=None)
+
+    @classmethod
+    def from_options(cls, options, **kwargs):
+        """Builds the encoder of a `BiLMOptions`, dict or options.json path."""
+        o = as_options(options)
+        return cls(units=o.lstm_units, projection_dim=o.projection_dim,
+                   num_layers=o.num_layers, cell_clip=o.cell_clip, proj_clip=o.proj_clip,
+                   use_skip_connections=o.use_skip_connections, **kwargs)
+
+    def build(self, input_shape):
+        if input_shape[-1] is not None and input_shape[-1] != self.projection_dim:
+            raise ValueError(f"ResidualBiLSTM expects inputs (batch, tokens, "
+                             f"{self.projection_dim}); received {tuple(input_shape)}.")
+        # cells[direction][layer]
+        self.cells = {d: [] for d in _DIRECTIONS}
+        for direction in _DIRECTIONS:
+            for layer in range(self.num_layers):
+                cell = LSTMProjectionCell(self.units, self.projection_dim, self.cell_clip,
+                                          self.proj_clip, zero_init=self.zero_init,
+                                          name=f"{direction}_layer_{layer}",
+                                          dtype=self.dtype_policy)
+                cell.build((None, self.projection_dim))
+                self.cells[direction].append(cell)
+        if self.stateful:
+            shape = (self.num_layers, len(_DIRECTIONS), self.max_batch_size)
+            self.state_h = self.add_weight(name="state_h", shape=shape + (self.projection_dim,),
+                                           initializer="zeros", trainable=False)
+            self.state_c = self.add_weight(name="state_c", shape=shape + (self.units,),
+                                           initializer="zeros", trainable=False)
+
+    def reset_states(self):
+        """Zeroes the carried `(h, c)` of a stateful encoder (no-op when stateless)."""
+        if self.stateful and self.built:
+            self.state_h.assign(tf.zeros_like(self.state_h))
+            self.state_c.assign(tf.zeros_like(self.state_c))
+
+    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
+             sequence_gradient=False):
+        for flag, value in (("skip_boundary_steps", skip_boundary_steps),
+                            ("sequence_gradient", sequence_gradient)):
+            if value and self.stateful:
+                raise ValueError(f"{flag}=True needs a stateless ResidualBiLSTM: a stateful one "
+                                 "carries the state after every row's last step; received "
+                                 "stateful=True.")
+        inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
+        if mask is None:
+            mask = tf.ones((batch, num_tokens), tf.bool)
+        mask = tf.cast(mask, tf.bool)
+        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
+        keep = tf.transpose(mask)[:, :, tf.newaxis]  # (T, batch, 1)
+        # Steps each direction runs: with skip_boundary_steps, not the last one in its own
+        # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
+        num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
+        initial = self._initial_states(batch)
+        finals = []
+        # Time-major inside, so the large (T, batch, 4 * units) gate tensors need no transpose.
+        inputs = tf.transpose(inputs, (1, 0, 2))  # (T, batch, P)
+        # Each direction's layer inputs, in that direction's own reading order.
+        layer_inputs = [inputs[:num_steps], _reverse(inputs, lengths)[:num_steps]]
+        outputs = []
+        for layer in range(self.num_layers):
+            cells = [self.cells[d][layer] for d in _DIRECTIONS]
+            dropped = [self._dropout(x, training) for x in layer_inputs]
+            gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (T, b, 4U)
+            if sequence_gradient:
+                hs, states = run_layer_with_sequence_gradient(cells, gates), None
+            else:
+                hs, states = _run_cells(cells, gates, lengths, initial[layer], self.stateful)
+            finals.append(states)
+            if self.use_skip_connections and layer > 0:
+                hs = [h + x for h, x in zip(hs, dropped)]
+            layer_inputs = hs  # (num_steps, batch, P) each
+            full = [tf.pad(h, [[0, num_tokens - num_steps], [0, 0], [0, 0]]) for h in hs]
+            both = tf.concat([full[0], _reverse(full[1], lengths)], axis=-1)  # (T, batch, 2P)
+            outputs.append(tf.where(keep, both, tf.zeros_like(both)))
+        if skip_boundary_steps:  # every row's boundary outputs are zero, not only the longest's
+            positions = tf.range(num_tokens)[:, tf.newaxis]  # (T, 1)
+            forward_keep = positions < lengths[tf.newaxis, :] - 1  # (T, batch)
+            backward_keep = tf.broadcast_to(positions > 0, (num_tokens, batch))  # (T, batch)
+            halves = tf.repeat(tf.stack([forward_keep, backward_keep], axis=-1),
+                               self.projection_dim, axis=-1)  # (T, batch, 2P): [fwd | bwd]
+            outputs = [tf.where(halves, o, tf.zeros_like(o)) for o in outputs]
+        if self.stateful:
+            self._store_states(finals, batch)
+        return tf.transpose(tf.stack(outputs), (2, 0, 1, 3))  # (batch, num_layers, T, 2P)
+
+    def _dropout(self, x, training):
+        if training and self.dropout > 0:
+            return keras.random.dropout(x, self.dropout, seed=self.seed_generator)
+        return x
+
+    def _initial_states(self, batch):
+        """`[layer][direction] -> (h, c)` at the start of the call."""
+        if not self.stateful:
+            zeros = self.cells["forward"][0].zero_state(batch)
+            return [[zeros] * len(_DIRECTIONS) for _ in range(self.num_layers)]
+        tf.debugging.assert_less_equal(
+            batch, self.max_batch_size,
+            message=f"stateful ResidualBiLSTM got a batch larger than max_batch_size="
+                    f"{self.max_batch_size}")
+        return [[(self.state_h[layer, d, :batch], self.state_c[layer, d, :batch])
+                 for d in range(len(_DIRECTIONS))] for layer in range(self.num_layers)]
+
+    def _store_states(self, finals, batch):
+        new_h = tf.stack([tf.stack([s[0] for s in layer]) for layer in finals])  # (L, 2, b, P)
+        new_c = tf.stack([tf.stack([s[1] for s in layer]) for layer in finals])  # (L, 2, b, U)
+        self.state_h.assign(tf.concat([new_h, self.state_h[:, :, batch:]], axis=2))
+        self.state_c.assign(tf.concat([new_c, self.state_c[:, :, batch:]], axis=2))
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.num_layers, input_shape[1], 2 * self.projection_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units, projection_dim=self.projection_dim,
+                      num_layers=self.num_layers, cell_clip=self.cell_clip,
+                      proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
+                      dropout=self.dropout, stateful=self.stateful,
+                      max_batch_size=self.max_batch_size, zero_init=self.zero_init)
+        return config
+
+
+def _reverse(x, lengths):
+    """Reverses each sequence of time-major `x` `(T, batch, dim)` within its own length."""
+    return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+
+
+def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
+    """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
+    differentiates it).
+
+    Args:
+        cells: list of `LSTMProjectionCell`.
+        gates: list of time-major `(T, batch, 4 * units)`, each cell's `input_gates` of its
+            inputs, real steps first.
+        lengths: int32 `(batch,)`.
+        initial_states: list of `(h, c)`, one per cell.
+        freeze_after_length: keep each row's state fixed after its last real step, so the
+            final state is the one at `lengths - 1` (needed only when state is carried).
+
+    Returns:
+        `(outputs, final_states)`: outputs a list of time-major `(T, batch, projection_dim)`,
+        final states a list of `(h, c)`.
+    """
+    num_steps, batch = tf.shape(gates[0])[0], tf.shape(gates[0])[1]
+    outputs = [tf.TensorArray(gates[0].dtype, size=num_steps,
+                              element_shape=(None, cell.projection_dim)) for cell in cells]
+    kernels = [cell.kernels() for cell in cells]
+
+    def body(t, states, outputs):
+        new_states, new_outputs = [], []
+        for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
+            h, c = cell.step(gate[t], state, kernel)  # a slice: no TensorArray copy
+            new_outputs.append(out.write(t, h))
+            if freeze_after_length:
+                running = (t < lengths)[:, tf.newaxis]  # (batch, 1)
+                h, c = tf.where(running, h, state[0]), tf.where(running, c, state[1])
+            new_states.append((h, c))
+        return t + 1, new_states, new_outputs
+
+    _, finals, outputs = tf.while_loop(
+        lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs))
+    # each (T, batch, P); the reshape keeps that shape when the loop ran no step
+    return [tf.reshape(o.stack(), (num_steps, batch, cell.projection_dim))
+            for o, cell in zip(outputs, cells)], finals
+

@@ -1,0 +1,187 @@
+"""`BiLM`: ELMo's bidirectional language model, the backbone every other part holds.
+
+One object from training to use: the training objective (`keras_elmo.training.
+language_model.LanguageModel`) is a head over a `BiLM`, and the trained run's `BiLM` is the
+very object that is written to weights.hdf5, exported and wrapped by `ElmoLayer`.
+"""
+
+import keras
+from keras import ops
+
+from keras_elmo import constants
+from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo.text.characters import token_mask, token_to_char_ids
+from keras_elmo.formats.options import as_options
+from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
+from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class BiLM(keras.Model):
+    """ELMo's biLM: char CNN token encoder + residual biLSTM -> `L + 1` representations.
+
+    The model adds `<S>` and `</S>` around each sentence itself and drops their positions
+    from the outputs. Layer 0 is the token encoding concatenated with itself `[x; x]`;
+    layer j is `[forward_j; backward_j]` (docs/model.md section 4).
+
+    Args:
+        options: `BiLMOptions`, an options.json dict or a path to options.json.
+        stateful: bool, carry LSTM state across calls per batch row, as bilm-tf does
+            (False; see `ResidualBiLSTM`). `reset_states()` clears it.
+        max_batch_size: int, state rows kept when `stateful` (128).
+        dropout: float in [0, 1), dropout on every LSTM layer's input when called with
+            `training=True` (the training recipe's 0.1; inference never drops).
+        zero_init: bool, create every weight a published weight file holds as zeros instead
+            of drawing it: for a biLM that a file fills next (`from_weights` sets it; the
+            process then holds one copy of the model, not random draws plus the file's).
+        **kwargs: `keras.Model` arguments (`name`, `dtype`). `dtype` is every sublayer's
+            policy too: `dtype="bfloat16"` keeps the weights (half the memory) and computes
+            in bfloat16, an explicit reduced-precision option (see the README's measured
+            section for its speed and its difference to float32); the default is float32.
+
+    Call arguments:
+        char_ids: int32 `(batch, num_tokens, max_characters_per_token)` from
+            `keras_elmo.batch_to_ids` (no sentence boundaries; all-zero rows are padding).
+
+    Returns:
+        dict with `"layers"`: float32 `(batch, L + 1, num_tokens, 2 * projection_dim)`,
+        exactly zero past each sentence's end, and `"mask"`: bool `(batch, num_tokens)`.
+
+    Example:
+    >>> bilm = BiLM(BiLMOptions.tiny())
+    >>> out = bilm(keras_elmo.batch_to_ids([["The", "cat", "sat"], ["Hi"]]))
+    >>> out["layers"].shape, out["mask"].shape
+    (TensorShape([2, 3, 3, 16]), TensorShape([2, 3]))
+
+    To use the published weights:
+    >>> bilm = BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
+
+    Reference:
+    - [Peters et al., 2018](https://arxiv.org/abs/1802.05365).
+    """
+
+    def __init__(self, options, stateful=False, max_batch_size=128, dropout=0.0,
+                 zero_init=False, **kwargs):
+        options = as_options(options)
+        dtype = kwargs.get("dtype")  # the sublayers' policy too (None: Keras' global one)
+        # === Layers ===
+        token_embedder = CharCNNEmbedder.from_options(options, zero_init=zero_init,
+                                                      name="token_embedder", dtype=dtype)
+        contextual_encoder = ResidualBiLSTM.from_options(
+            options, dropout=dropout, stateful=stateful, max_batch_size=max_batch_size,
+            zero_init=zero_init, name="contextual_encoder", dtype=dtype)
+        add_boundaries = AddSentenceBoundaries(options.max_characters_per_token,
+                                               name="add_sentence_boundaries")
+        # Left at the global policy (float32): a bfloat16 biLM still returns float32 vectors.
+        remove_boundaries = RemoveSentenceBoundaries(name="remove_sentence_boundaries")
+
+        # === Functional model ===
+        char_ids = keras.Input(shape=(None, options.max_characters_per_token),
+                               dtype="int32", name="char_ids")
+        framed = add_boundaries(char_ids)  # (batch, T + 2, chars)
+        framed_mask = token_mask(framed)  # (batch, T + 2)
+        tokens = token_embedder(framed)  # (batch, T + 2, P)
+        # The boundary outputs are dropped below: a stateless biLM does not compute them.
+        lstm_layers = contextual_encoder(tokens, mask=framed_mask, skip_boundary_steps=not stateful)
+        # (batch, L, T + 2, 2P)
+        layer0 = ops.concatenate([tokens, tokens], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
+        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
+        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
+        mask = token_mask(char_ids)  # (batch, T)
+        super().__init__(inputs=char_ids, outputs={"layers": layers, "mask": mask}, **kwargs)
+
+        # === Config ===
+        self.options = options
+        self.stateful = bool(stateful)
+        self.max_batch_size = int(max_batch_size)
+        self.dropout = float(dropout)
+        self.zero_init = bool(zero_init)
+        self.token_embedder = token_embedder
+        self.contextual_encoder = contextual_encoder
+
+    @classmethod
+    def from_weights(cls, options_file, weight_file, **kwargs):
+        """A `BiLM` with the weights of a published-layout `weights.hdf5`.
+
+        Args:
+            options_file: path to options.json (or a dict / `BiLMOptions`).
+            weight_file: path to weights.hdf5 in the bilm-tf / AllenNLP layout.
+            **kwargs: passed to the constructor (`stateful`, `name`, ...).
+        """
+        from keras_elmo.formats import weight_file as weight_format
+
+        bilm = cls(options_file, zero_init=True, **kwargs)  # no draws the file overwrites
+        weight_format.load_bilm_weights(bilm, weight_file)
+        return bilm
+
+    @property
+    def num_output_layers(self):
+        """`L + 1`: the token layer and one per biLSTM layer."""
+        return self.options.num_layers + 1
+
+    @property
+    def output_dim(self):
+        """Size of every representation: `2 * projection_dim`."""
+        return self.options.output_dim
+
+    # === Entry point for precomputed token vectors (see keras_elmo.formats.token_cache) ===
+    def layers_from_token_embeddings(self, token_embeddings, mask):
+        """The biLM's outputs from context-insensitive token vectors instead of char ids.
+
+        Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
+        `token_embedder`) are put around each sentence, the biLSTM runs over them, layer 0
+        is `[x; x]` and the boundary positions are dropped. With `token_embeddings =
+        token_embedder(char_ids)` (no boundaries) the result equals `self(char_ids)`.
+
+        Args:
+            token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
+                boundaries); values at padded positions are ignored.
+            mask: bool `(batch, T)`, True on real tokens, which come first in each row.
+
+        Returns:
+            the same dict as calling the model: `"layers"` float32
+            `(batch, L + 1, T, 2 * projection_dim)`, zero past each sentence's end, and
+            `"mask"` bool `(batch, T)`.
+
+        Example:
+        >>> ids = keras_elmo.batch_to_ids([["a", "b"], ["c"]])
+        >>> vectors = bilm.token_embedder(ids)  # (2, 2, P)
+        >>> out = bilm.layers_from_token_embeddings(vectors, ops.any(ids != 0, axis=-1))
+        """
+        mask = ops.cast(mask, "bool")
+        embeddings = ops.cast(token_embeddings, self.compute_dtype)
+        chars = self.options.max_characters_per_token
+        boundary_ids = ops.convert_to_tensor(
+            [[token_to_char_ids(constants.BOS_TOKEN, chars),
+              token_to_char_ids(constants.EOS_TOKEN, chars)]], "int32")  # (1, 2, chars)
+        boundaries = self.token_embedder(boundary_ids)[0]  # (2, P)
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
+        padded = ops.pad(embeddings, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, P)
+        positions = ops.arange(ops.shape(padded)[1])[None, :]  # (1, T + 2)
+        at_eos = ops.equal(positions, lengths[:, None] + 1)[..., None]  # (batch, T + 2, 1)
+        framed = ops.where(at_eos, boundaries[1], padded)
+        framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
+        framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
+        lstm_layers = self.contextual_encoder(
+            framed, mask=framed_mask, skip_boundary_steps=not self.stateful)  # (batch, L, T+2, 2P)
+        layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
+        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
+        remove_boundaries = self.get_layer("remove_sentence_boundaries")
+        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
+        return {"layers": layers, "mask": mask}
+
+    def reset_states(self):
+        """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
+        self.contextual_encoder.reset_states()
+
+    def get_config(self):
+        return {"options": self.options.to_dict(), "stateful": self.stateful,
+                "max_batch_size": self.max_batch_size, "dropout": self.dropout,
+                "zero_init": self.zero_init, "name": self.name,
+                "trainable": self.trainable,
+                # The sublayers hold the biLM's policy (a functional model keeps float32).
+                "dtype": keras.dtype_policies.serialize(self.token_embedder.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,188 @@
+"""`ElmoLayer`: ELMo representations as one Keras layer (frozen biLM + trainable mixes).
+
+The layer holds a `BiLM` backbone object (the one a training run produced, one loaded from
+a weight file, or a fresh one built from options) and adds the task's scalar mixes.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.text.characters import tf_padded_char_ids, tf_ragged_char_ids, token_mask
+from keras_elmo.formats.options import as_options
+from keras_elmo.layers.scalar_mix import ScalarMix
+
+
+@keras.saving.register_keras_serializable(package="keras_elmo")
+class ElmoLayer(keras.layers.Layer):
+    """Contextual word vectors for a task: `gamma * sum_j softmax(s)_j * h_j` over the biLM.
+
+    The biLM is frozen by default; each of the `num_output_representations` mixes has its
+    own trainable `ScalarMix` (the paper uses two when ELMo enters a model at its input and
+    its output). The Keras mask (`(batch, num_tokens)`, True on real tokens) propagates to
+    the next layers.
+
+    Args:
+        bilm: the backbone: a `BiLM` object (held as it is, not copied), or `BiLMOptions`,
+            an options.json dict or path, from which a new, randomly initialised `BiLM` is
+            built.
+        num_output_representations: int >= 0, how many mixes to return (1).
+        do_layer_norm: bool, layer-normalise each biLM layer before mixing (False).
+        dropout: float, dropout on each mix's output in training (0.0; AllenNLP uses 0.5).
+        l2_coef: float, L2 penalty on the mix weights `s` (0.0; bilm-tf suggests 1e-3).
+        return_layers: bool, also return the stacked biLM layers (False).
+        trainable_bilm: bool, fine-tune the biLM's weights too (False).
+        stateful: bool, carry the biLM's LSTM state across calls as bilm-tf does (False);
+            for a `BiLM` object given as `bilm`, its own `stateful` must agree.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: one of
+            - tf.string `(batch, num_tokens)`, padded with `""`;
+            - tf.string `tf.RaggedTensor` `(batch, (num_tokens))`;
+            - int32 char ids `(batch, num_tokens, max_characters_per_token)`
+              from `keras_elmo.batch_to_ids`.
+        training: bool, enables the mixes' dropout.
+
+    Returns:
+        float32 `(batch, num_tokens, 2 * projection_dim)` when one representation is asked
+        for; a list of them when several; with `return_layers`, a dict
+        `{"elmo": <that>, "layers": (batch, L + 1, num_tokens, 2 * projection_dim)}`.
+        Padded positions are zero.
+
+    Example:
+    >>> elmo = ElmoLayer.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
+    >>> tokens = keras.Input(shape=(None,), dtype="string")
+    >>> x = ElmoLayer(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()))(tokens)  # (batch, T, 16)
+    >>> x = keras.layers.Bidirectional(keras.layers.LSTM(32, return_sequences=True))(x)
+    >>> tags = keras.layers.Dense(45, activation="softmax")(x)
+    >>> model = keras.Model(tokens, tags)
+    """
+
+    def __init__(self, bilm, num_output_representations=1, do_layer_norm=False,
+                 dropout=0.0, l2_coef=0.0, return_layers=False, trainable_bilm=False,
+                 stateful=False, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(bilm, BiLM):
+            bilm = BiLM(as_options(bilm), stateful=stateful, name="bilm",
+                        dtype=self.dtype_policy)
+        elif bool(stateful) != bilm.stateful:
+            raise ValueError(f"stateful={stateful!r} differs from the given BiLM's "
+                             f"stateful={bilm.stateful!r}; expected the same (or pass options "
+                             "to build a new BiLM).")
+        if not isinstance(num_output_representations, int) or num_output_representations < 0:
+            raise ValueError("num_output_representations must be an int >= 0; received "
+                             f"{num_output_representations!r}.")
+        if num_output_representations == 0 and not return_layers:
+            raise ValueError("ElmoLayer would return nothing: set num_output_representations "
+                             ">= 1 or return_layers=True.")
+        self.num_output_representations = num_output_representations
+        self.do_layer_norm = bool(do_layer_norm)
+        self.dropout = float(dropout)
+        self.l2_coef = float(l2_coef)
+        self.return_layers = bool(return_layers)
+        self.trainable_bilm = bool(trainable_bilm)
+        self.stateful = bilm.stateful
+        self.supports_masking = True
+        self.bilm = bilm
+        self.options = bilm.options
+        self.bilm.trainable = self.trainable_bilm
+        self.scalar_mixes = [
+            ScalarMix(do_layer_norm=self.do_layer_norm, dropout=self.dropout,
+                      l2_coef=self.l2_coef, name=f"scalar_mix_{i}", dtype=self.dtype_policy)
+            for i in range(num_output_representations)]
+
+    @classmethod
+    def from_weights(cls, options_file, weight_file, **kwargs):
+        """An `ElmoLayer` over a published-layout biLM (`options.json`, `weights.hdf5`).
+
+        `**kwargs` are the constructor's (`stateful` reaches the biLM, `dtype` too).
+        """
+        bilm = BiLM.from_weights(options_file, weight_file, stateful=kwargs.get("stateful", False),
+                                 name="bilm", dtype=kwargs.get("dtype"))
+        return cls(bilm, **kwargs)
+
+    def build(self, input_shape=None):
+        layers_shape = (None, self.bilm.num_output_layers, None, self.bilm.output_dim)
+        for mix in self.scalar_mixes:
+            mix.build(layers_shape)
+
+    def char_ids(self, inputs):
+        """Char ids `(batch, T, max_chars)` for any accepted input form."""
+        chars = self.options.max_characters_per_token
+        if isinstance(inputs, tf.RaggedTensor):
+            if inputs.dtype != tf.string:
+                raise ValueError("A ragged input must hold tf.string tokens; received dtype "
+                                 f"{inputs.dtype.name}.")
+            return tf_ragged_char_ids(inputs, chars)
+        inputs = tf.convert_to_tensor(inputs)
+        if inputs.dtype == tf.string:
+            if inputs.shape.rank != 2:
+                raise ValueError("String tokens must have shape (batch, num_tokens); received "
+                                 f"shape {inputs.shape}.")
+            return tf_padded_char_ids(inputs, chars)
+        if inputs.dtype.is_integer and inputs.shape.rank == 3:
+            return tf.cast(inputs, tf.int32)
+        raise ValueError("ElmoLayer expects tf.string tokens (batch, num_tokens), a ragged "
+                         "tf.string tensor, or int char ids (batch, num_tokens, "
+                         f"{chars}); received dtype {inputs.dtype.name}, shape {inputs.shape}.")
+
+    def call(self, inputs, training=False):
+        outputs = self.bilm(self.char_ids(inputs))
+        layers, mask = outputs["layers"], outputs["mask"]
+        mixes = [mix(layers, mask=mask, training=training) for mix in self.scalar_mixes]
+        elmo = mixes[0] if len(mixes) == 1 else mixes
+        if self.return_layers:
+            return {"elmo": elmo, "layers": layers} if mixes else layers
+        return elmo
+
+    def compute_mask(self, inputs, mask=None):
+        if self.return_layers:
+            return None
+        # keras.ops, so that the mask is also a node of a functional model being built.
+        if isinstance(inputs, tf.RaggedTensor):
+            mask = tf.sequence_mask(inputs.row_lengths())  # (batch, T)
+        else:
+            if not isinstance(inputs, keras.KerasTensor):
+                inputs = tf.convert_to_tensor(inputs)
+            if inputs.dtype in ("string", tf.string):  # (batch, T) -> (batch, T)
+                mask = keras.ops.not_equal(inputs, "")
+            else:  # (batch, T, chars) -> (batch, T)
+                mask = token_mask(inputs)
+        return [mask] * len(self.scalar_mixes) if len(self.scalar_mixes) > 1 else mask
+
+    def compute_output_spec(self, inputs, training=False):
+        batch, steps = inputs.shape[0], inputs.shape[1]
+        dim = self.bilm.output_dim
+        one = keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
+        elmo = one if len(self.scalar_mixes) == 1 else [
+            keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
+            for _ in self.scalar_mixes]
+        if not self.return_layers:
+            return elmo
+        # The biLM's own output dtype (float32 vectors from a bfloat16 biLM too).
+        layers = keras.KerasTensor((batch, self.bilm.num_output_layers, steps, dim),
+                                   dtype=self.bilm.compute_dtype)
+        return {"elmo": elmo, "layers": layers} if self.scalar_mixes else layers
+
+    def reset_states(self):
+        """Clears the carried LSTM state of a stateful layer."""
+        self.bilm.reset_states()
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(bilm=keras.saving.serialize_keras_object(self.bilm),
+                      num_output_representations=self.num_output_representations,
+                      do_layer_norm=self.do_layer_norm, dropout=self.dropout,
+                      l2_coef=self.l2_coef, return_layers=self.return_layers,
+                      trainable_bilm=self.trainable_bilm, stateful=self.stateful)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "options" in config:  # written before the biLM was a held object: build one
+            config["bilm"] = config.pop("options")
+        else:
+            config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
+        return cls(**config)

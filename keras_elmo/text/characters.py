@@ -1,0 +1,177 @@
+"""Tokens to ELMo character ids, in Python/numpy and inside the TensorFlow graph.
+
+A token is its UTF-8 bytes (invalid code points dropped), cut to `max_characters_per_token - 2`
+bytes, framed by begin-of-word / end-of-word and padded:
+`[258, b1, ..., bn, 259, 260, ...]`; the literal tokens `<S>` and `</S>` get the sentence
+boundary ids 256 / 257 instead of their bytes. Every id is then shifted by +1 so that an
+all-zero row means "no token here" (docs/model.md section 1).
+
+The two implementations give identical ids; the graph one uses core TensorFlow string ops
+only, so a SavedModel that contains it loads without tensorflow-text.
+
+Example:
+>>> batch_to_ids([["Hello", "world"], ["你好"]]).shape
+(2, 2, 50)
+>>> token_to_char_ids("a")[:4]
+[259, 98, 260, 261]
+"""
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_elmo import constants
+
+_SPECIAL_TOKENS = {
+    constants.BOS_TOKEN: constants.BEGIN_SENTENCE_CHAR,
+    constants.EOS_TOKEN: constants.END_SENTENCE_CHAR,
+}
+
+
+def token_mask(char_ids):
+    """`(batch, T, chars)` char ids -> bool `(batch, T)`: True where a token is (a row that is
+    not all zeros). Works on tensors, numpy arrays and symbolic Keras tensors."""
+    return ops.any(ops.not_equal(char_ids, 0), axis=-1)
+
+
+def _check_max_characters(max_characters_per_token):
+    minimum = constants.NUM_WORD_MARKERS + 1
+    if int(max_characters_per_token) < minimum:
+        raise ValueError(f"max_characters_per_token must be >= {minimum}; "
+                         f"received {max_characters_per_token}.")
+    return int(max_characters_per_token)
+
+
+def token_bytes(token):
+    """UTF-8 bytes of a `str` or `bytes` token, invalid code points dropped."""
+    if isinstance(token, bytes):
+        token = token.decode("utf-8", errors="ignore")
+    if not isinstance(token, str):
+        raise ValueError(f"A token must be str or bytes; received {type(token).__name__}.")
+    return token.encode("utf-8", errors="ignore")
+
+
+def token_to_char_ids(token, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
+    """Char ids of one token, shifted by +1: a list of `max_characters_per_token` ints.
+
+    The empty token `""` is a real (empty) word: `[BOW, EOW, PAD, ...]` shifted.
+    """
+    length = _check_max_characters(max_characters_per_token)
+    if isinstance(token, bytes):
+        token = token.decode("utf-8", errors="ignore")
+    raw = [constants.PADDING_CHAR] * length
+    raw[0] = constants.BEGIN_WORD_CHAR
+    if token in _SPECIAL_TOKENS:
+        body = [_SPECIAL_TOKENS[token]]
+    else:
+        body = list(token_bytes(token)[: length - constants.NUM_WORD_MARKERS])
+    raw[1:1 + len(body)] = body
+    raw[1 + len(body)] = constants.END_WORD_CHAR
+    return [c + constants.CHAR_ID_SHIFT for c in raw]
+
+
+def batch_to_ids(sentences, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
+    """Char ids for a batch of tokenised sentences.
+
+    Args:
+        sentences: list of sentences, each a list of `str` tokens (may be empty).
+        max_characters_per_token: int, chars per token (50 in the published models).
+
+    Returns:
+        int32 array `(batch, max_len, max_characters_per_token)`; rows past a sentence's
+        end are all zero. `max_len` is the longest sentence (0 for a batch of empty ones).
+
+    Example:
+    >>> batch_to_ids([["a", "b", "c"], []])[1].sum()
+    0
+    """
+    length = _check_max_characters(max_characters_per_token)
+    if isinstance(sentences, (str, bytes)):
+        raise ValueError("batch_to_ids expects a list of sentences, each a list of tokens; "
+                         "received a single string.")
+    sentences = list(sentences)
+    for index, sentence in enumerate(sentences):
+        if isinstance(sentence, (str, bytes)):
+            raise ValueError(f"Sentence {index} is a string; expected a list of tokens "
+                             "(split it first, e.g. sentence.split()).")
+    max_len = max((len(s) for s in sentences), default=0)
+    ids = np.zeros((len(sentences), max_len, length), dtype=np.int32)
+    for i, sentence in enumerate(sentences):
+        for k, token in enumerate(sentence):
+            ids[i, k] = (_cached_char_ids(token, length) if isinstance(token, str)
+                         else token_to_char_ids(token, length))
+    return ids
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cached_char_ids(token, length):
+    """`token_to_char_ids` of a str token as a read-only int32 array, remembered: text
+    repeats its frequent words, which then cost a lookup (a few MB for 65,536 tokens)."""
+    row = np.asarray(token_to_char_ids(token, length), np.int32)
+    row.flags.writeable = False
+    return row
+
+
+def tf_token_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
+    """In-graph char ids of string tokens: `(...)` tf.string -> `(..., max_chars)` int32.
+
+    Core TensorFlow ops only. Works on dense tensors of any rank and on `tf.RaggedTensor`
+    (ragged dims are kept). `""` is a real empty word here; see `tf_padded_char_ids`.
+    """
+    length = _check_max_characters(max_characters_per_token)
+    if isinstance(tokens, tf.RaggedTensor):
+        return tokens.with_flat_values(tf_token_char_ids(tokens.flat_values, length))
+    tokens = tf.convert_to_tensor(tokens)
+    if tokens.dtype != tf.string:
+        raise ValueError(f"tokens must be a tf.string tensor; received dtype {tokens.dtype.name}.")
+    body_len = length - constants.NUM_WORD_MARKERS
+    # Drop invalid UTF-8 (as Python's errors="ignore" does), then take the bytes.
+    clean = tf.strings.unicode_transcode(tokens, "UTF-8", "UTF-8", errors="ignore")
+    num_bytes = tf.minimum(tf.strings.length(clean, unit="BYTE"), body_len)  # (...)
+    body = tf.io.decode_raw(clean, tf.uint8, fixed_length=body_len)  # (..., body_len)
+    body = tf.cast(body, tf.int32)
+    is_bos = tf.equal(tokens, constants.BOS_TOKEN)
+    is_eos = tf.equal(tokens, constants.EOS_TOKEN)
+    special = tf.where(is_bos, constants.BEGIN_SENTENCE_CHAR, constants.END_SENTENCE_CHAR)
+    is_special = tf.logical_or(is_bos, is_eos)
+    num_bytes = tf.where(is_special, 1, num_bytes)
+    positions = tf.range(body_len)  # (body_len,)
+    first = tf.equal(positions, 0)
+    body = tf.where(is_special[..., tf.newaxis],
+                    tf.where(first, special[..., tf.newaxis], constants.PADDING_CHAR),
+                    body)
+    in_word = positions < num_bytes[..., tf.newaxis]  # (..., body_len)
+    at_end = tf.equal(positions, num_bytes[..., tf.newaxis])
+    body = tf.where(in_word, body,
+                    tf.where(at_end, constants.END_WORD_CHAR, constants.PADDING_CHAR))
+    # An end-of-word marker that falls just past the body goes in the last slot.
+    full = tf.equal(num_bytes, body_len)[..., tf.newaxis]  # (..., 1)
+    last = tf.where(full, constants.END_WORD_CHAR, constants.PADDING_CHAR)
+    bow = tf.fill(tf.shape(last), constants.BEGIN_WORD_CHAR)
+    ids = tf.concat([bow, body, last], axis=-1)  # (..., length)
+    return ids + constants.CHAR_ID_SHIFT
+
+
+def tf_padded_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
+    """Like `tf_token_char_ids`, but `""` is padding: its row is all zeros (no token).
+
+    Args:
+        tokens: tf.string `(batch, max_len)`, padded with `""`.
+
+    Returns:
+        int32 `(batch, max_len, max_characters_per_token)`.
+    """
+    ids = tf_token_char_ids(tokens, max_characters_per_token)
+    is_token = tf.not_equal(tf.convert_to_tensor(tokens), "")[..., tf.newaxis]
+    return tf.where(is_token, ids, tf.zeros_like(ids))
+
+
+def tf_ragged_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
+    """Ragged tokens `(batch, (n_tokens))` -> dense int32 `(batch, max_len, max_chars)`.
+
+    Every ragged value is a real token (even `""`); rows are padded with zeros.
+    """
+    ids = tf_token_char_ids(tokens, max_characters_per_token)  # (batch, (n), length)
+    return ids.to_tensor(default_value=0)

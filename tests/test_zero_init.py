@@ -1,0 +1,107 @@
+"""`BiLM(zero_init=True)`: a biLM built for a weight file starts at zeros, the file's values
+land in those buffers, and the process holds one copy of the model."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import weight_fixtures
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.models.elmo_layer import ElmoLayer
+from keras_elmo.formats.weight_file import bilm_weight_arrays, load_bilm_weights
+
+
+def test_with_zero_init_every_file_weight_is_zero_and_without_none_is():
+    options = weight_fixtures.make_options()
+    zeros = BiLM(options, zero_init=True)
+    drawn = BiLM(options)
+    for name, array in bilm_weight_arrays(zeros).items():
+        assert not np.any(array), f"{name} is not zero with zero_init=True"
+    # Without it the initializers draw (biases start at 0, the carry bias -2).
+    drawn_arrays = bilm_weight_arrays(drawn)
+    assert np.all(drawn_arrays["CNN_high_0/b_carry"] == -2.0)
+    for name in ("char_embed", "CNN/W_cnn_2", "CNN_high_0/W_carry", "CNN_proj/W_proj",
+                 "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/W_0",
+                 "RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0"):
+        assert np.count_nonzero(drawn_arrays[name]) == drawn_arrays[name].size, name
+
+
+def test_the_scalar_mix_keeps_its_initial_values():
+    """`ElmoLayer.from_weights` holds a zero-initialised biLM: gamma must still start at 1."""
+    layer = ElmoLayer(BiLM(weight_fixtures.make_options(), zero_init=True),
+                      num_output_representations=2)
+    layer(np.array([["a", "bc"]]))
+    for mix in layer.scalar_mixes:
+        np.testing.assert_array_equal(mix.gamma.numpy(), 1.0)
+        np.testing.assert_array_equal(mix.scalar_parameters.numpy(), np.zeros(3))
+
+
+def test_filled_zeros_and_assigned_random_weights_give_the_same_model(tmp_path):
+    """The in-place path (zeros + file) and the assign path (a drawn model) load the same
+    numbers, and the two models give the same outputs."""
+    options = weight_fixtures.make_options()
+    arrays = weight_fixtures.random_weight_arrays(options, seed=21)
+    arrays["CNN_high_0/b_transform"][:3] = [0.0, -0.0, 1e-38]  # zeros and a subnormal
+    options_file, weight_file = weight_fixtures.write_model_dir(str(tmp_path), options, arrays)
+    filled = BiLM.from_weights(options_file, weight_file)
+    assigned = BiLM(options)
+    load_bilm_weights(assigned, weight_file)
+    for name, array in bilm_weight_arrays(filled).items():
+        np.testing.assert_array_equal(array, arrays[name], err_msg=name)
+        np.testing.assert_array_equal(bilm_weight_arrays(assigned)[name], arrays[name])
+    ids = np.random.default_rng(0).integers(1, 262, size=(2, 4, 50)).astype("int32")
+    np.testing.assert_array_equal(filled(ids)["layers"].numpy(), assigned(ids)["layers"].numpy())
+    # Loading again into an already filled model takes the assign path: same numbers.
+    load_bilm_weights(filled, weight_file)
+    np.testing.assert_array_equal(bilm_weight_arrays(filled)["char_embed"], arrays["char_embed"])
+
+
+# Resident anonymous MiB after `import tensorflow, keras` and after `from_weights` (or after
+# building with random draws and loading), printed as "before after weights".
+_LOAD = r"""
+import sys
+from keras_elmo.process.process_memory import limit_malloc_retention
+limit_malloc_retention()
+import tensorflow, keras, numpy as np
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.formats.weight_file import load_bilm_weights
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon"):
+            return int(line.split()[1]) / 1024
+before = anon()
+if sys.argv[3] == "from_weights":
+    bilm = BiLM.from_weights(sys.argv[1], sys.argv[2])
+else:
+    bilm = BiLM(sys.argv[1])
+    load_bilm_weights(bilm, sys.argv[2])
+print(before, anon(), sum(int(np.prod(v.shape)) * 4 for v in bilm.weights) / 2**20)
+"""
+
+
+def _anon_growth(options_file, weight_file, how):
+    done = subprocess.run([sys.executable, "-c", _LOAD, options_file, weight_file, how],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after, weights = map(float, done.stdout.split()[-3:])
+    return after - before, weights
+
+
+def test_from_weights_holds_one_copy_of_the_model(tmp_path):
+    """An 81 MiB model: `from_weights` grows the process by the weights and little more; the
+    drawn-then-assigned path keeps the draws too (TensorFlow's allocator holds freed
+    blocks), which is what the zeros avoid."""
+    if not sys.platform.startswith("linux"):
+        return
+    options = weight_fixtures.make_options(dim=2048, projection_dim=256, n_highway=1,
+                                           filters=((1, 256), (2, 256), (3, 512)))
+    arrays = weight_fixtures.random_weight_arrays(options, seed=3)
+    options_file, weight_file = weight_fixtures.write_model_dir(str(tmp_path), options, arrays)
+    filled, weights = _anon_growth(options_file, weight_file, "from_weights")
+    drawn, _ = _anon_growth(options_file, weight_file, "drawn")
+    assert weights > 50, weights  # large enough to stand out of the noise
+    assert filled < 1.25 * weights, f"from_weights grew {filled:.0f} MiB for {weights:.0f} MiB"
+    assert drawn > filled + 0.5 * weights, (drawn, filled)
