@@ -1,8 +1,8 @@
 """The training loop of one biLSTM layer, with a gradient written for the whole sequence.
 
 `ResidualBiLSTM` runs this when its caller passes `sequence_gradient=True`: every direction
-of one layer advances in one time loop (docs/model.md section 3), and the backward pass is a second, hand-written time
-loop instead of TensorFlow's autodiff of the first. Autodiff of a `tf.while_loop` pushes
+of one layer advances in one time loop (docs/model.md section 3), and the backward pass is a
+second, hand-written time loop instead of TensorFlow's autodiff of the first. Autodiff of a `tf.while_loop` pushes
 every intermediate of every step onto a stack and multiplies out the weight gradients at
 every step; here:
 

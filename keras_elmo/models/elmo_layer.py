@@ -31,7 +31,8 @@ class ElmoLayer(keras.layers.Layer):
         dropout: float, dropout on each mix's output in training (0.0; AllenNLP uses 0.5).
         l2_coef: float, L2 penalty on the mix weights `s` (0.0; bilm-tf suggests 1e-3).
         return_layers: bool, also return the stacked biLM layers (False).
-        trainable_bilm: bool, fine-tune the biLM's weights too (False).
+        trainable_bilm: bool, fine-tune the biLM's weights too (False); it sets the held
+            `BiLM` object's `trainable`.
         stateful: bool, carry the biLM's LSTM state across calls as bilm-tf does (False);
             for a `BiLM` object given as `bilm`, its own `stateful` must agree.
         **kwargs: base layer arguments.
@@ -98,8 +99,9 @@ class ElmoLayer(keras.layers.Layer):
 
         `**kwargs` are the constructor's (`stateful` reaches the biLM, `dtype` too).
         """
-        bilm = BiLM.from_weights(options_file, weight_file, stateful=kwargs.get("stateful", False),
-                                 name="bilm", dtype=kwargs.get("dtype"))
+        bilm = BiLM.from_weights(options_file, weight_file,
+                                 stateful=kwargs.get("stateful", False), name="bilm",
+                                 dtype=kwargs.get("dtype"))
         return cls(bilm, **kwargs)
 
     def build(self, input_shape=None):
