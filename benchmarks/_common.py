@@ -24,10 +24,10 @@ import statistics
 import sys
 import time
 
-from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout
+from keras_elmo.process.cpu_setup import describe_cpu, set_cpu_defaults
 
-# Before TensorFlow starts: the thread layout of the `keras-elmo` command.
-set_default_thread_layout()
+# Before TensorFlow starts: the thread layout and oneDNN setting of the `keras-elmo` command.
+set_cpu_defaults()
 
 #: Side of the square float32 matmul used as the reference rate.
 MATMUL_SIZE = 2048
@@ -62,7 +62,7 @@ def print_load(when, busy_threshold=0.5):
     load = machine_load()
     cores = os.cpu_count() or 1
     print(f"load {when}: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min) "
-          f"on {cores} cores; {describe_thread_layout()}")
+          f"on {cores} cores; {describe_cpu()}")
     if load[0] / cores > busy_threshold:
         print(f"warning: the machine is busy (1-min load {load[0]:.2f} on {cores} cores); "
               "absolute rates may be low; compare the fractions of the same-run matmul rate.")

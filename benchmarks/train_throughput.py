@@ -28,9 +28,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout  # noqa: E402
+from keras_elmo.process.cpu_setup import describe_cpu, set_cpu_defaults  # noqa: E402
 
-set_default_thread_layout()  # as the keras-elmo command does, before TensorFlow starts
+set_cpu_defaults()  # as the keras-elmo command does, before TensorFlow starts
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -161,7 +161,7 @@ def main(argv=None):
 
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPU(s), load average {load:.2f}; TF {tf.__version__}; "
-          f"{describe_thread_layout()}")
+          f"{describe_cpu()}")
     if load > 0.5 * (os.cpu_count() or 1):
         print("warning: the machine is busy; figures will be low and noisy")
     with tempfile.TemporaryDirectory() as directory:

@@ -18,11 +18,11 @@ import signal
 import sys
 import threading
 
-from keras_elmo.process.cpu_threads import set_default_thread_layout
+from keras_elmo.process.cpu_setup import set_cpu_defaults
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-set_default_thread_layout()  # the two biLM directions side by side (keras_elmo.process.cpu_threads)
+set_cpu_defaults()  # thread layout and oneDNN for this CPU (keras_elmo.process.cpu_setup)
 
 #: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")

@@ -20,6 +20,7 @@ import os
 import sys
 
 from keras_elmo.cli.quiet import import_tensorflow
+from keras_elmo.process.cpu_setup import describe_cpu
 from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
 from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer
 
@@ -128,7 +129,7 @@ def _train(args, strategy):
         model_dir.prepare(config, args.vocab or model_dir.vocab_path)
     print(f"training {model_dir.path}: {len(files)} file(s), {config.n_train_tokens:,} tokens, "
           f"vocabulary {len(vocab):,} ({'sampled' if config.use_sampled_softmax else 'full'} "
-          f"softmax), {strategy.num_replicas_in_sync} replica(s)", flush=True)
+          f"softmax), {strategy.num_replicas_in_sync} replica(s); {describe_cpu()}", flush=True)
     trainer = Trainer(config, vocab, model_dir, strategy=strategy, log_every=args.log_every)
     with contextlib.ExitStack() as stack:
         evaluate = None

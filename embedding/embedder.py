@@ -23,6 +23,7 @@ import itertools
 
 import numpy as np
 
+from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo import constants
 from keras_elmo.formats.model_files import resolve_model_files
 from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
@@ -72,6 +73,10 @@ class ElmoEmbedder:
         from keras_elmo.models.bilm import BiLM
         from keras_elmo.embedding.loaders import load_token_cache
 
+        import tensorflow as tf
+
+        if dtype == "bfloat16" and not tf.config.list_physical_devices("GPU"):
+            warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
         self.bilm = BiLM.from_weights(options_file, weight_file, dtype=dtype)
         if token_cache is True:
             token_cache = vocab

@@ -10,8 +10,9 @@ inference at batch 32 1,679 vs 1,585 tokens/s, batch 1 251 vs 242 (README "Speed
 
 The layout is set through TensorFlow's own environment variables, which it reads when its
 runtime starts: `set_default_thread_layout()` must run before the first TensorFlow op.
-Variables the user has set are never changed. The `keras-elmo` command and the benchmarks
-call it; a Python program may call it first thing (it imports nothing heavy).
+Variables the user has set are never changed. `keras_elmo.process.cpu_setup.set_cpu_defaults`
+calls it with the oneDNN choice (what the `keras-elmo` command and the benchmarks run first
+thing; it imports nothing heavy).
 
 Example:
 >>> default_thread_layout(cores=2)

@@ -1,0 +1,137 @@
+"""The CPU at hand, and TensorFlow's CPU settings for a biLM, chosen before TensorFlow starts.
+
+TensorFlow reads two kinds of settings from environment variables once, when its runtime
+starts: the thread layout (`keras_elmo.process.cpu_threads`) and whether its oneDNN kernels
+are on (`TF_ENABLE_ONEDNN_OPTS`). Left to itself, TensorFlow 2.21 turns oneDNN on only on
+CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and runs its Eigen kernels elsewhere: on every
+AVX2-only CPU (most Zen 2/3 cloud machines, many laptops). For a biLM, oneDNN's kernels are
+the faster ones on both classes (docs/performance.md, "oneDNN by CPU class"), so
+`set_cpu_defaults()` turns oneDNN on wherever the CPU has AVX2. A variable the user has set
+is never changed, and `describe_cpu()` prints what is in effect and who chose it.
+
+`native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16);
+without it TensorFlow emulates bfloat16, measured 10x slower than float32 at batch 1 and
+3.8x at batch 32 (published size), and `bfloat16_cost_note()` says so in one line.
+
+This module imports nothing heavy: call it first thing.
+
+Example:
+>>> settings = set_cpu_defaults()  # before TensorFlow runs anything  # doctest: +SKIP
+>>> print(describe_cpu())  # doctest: +SKIP
+cpu: avx2 avx512f avx512_bf16; oneDNN on (TensorFlow's default here); threads: 1 per op, 2 ops at once (of 2 cores)
+"""
+
+import logging
+import os
+
+from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout
+
+#: The CPU flags that decide TensorFlow's kernels and bfloat16 speed, as /proc/cpuinfo names
+#: them.
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+#: Flags with which TensorFlow turns oneDNN on by itself.
+TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "amx_bf16")
+#: Flags of native bfloat16 arithmetic.
+NATIVE_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+#: TensorFlow's switch of its oneDNN kernels, and oneDNN's own cap on its instruction set.
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+#: The oneDNN value `set_cpu_defaults` chose in this process, for `describe_cpu` (None: it
+#: chose nothing, TensorFlow's default or the user's value is in effect).
+_chosen = {"onednn": None}
+
+
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The set of `CPU_FLAGS` this CPU has (empty where /proc/cpuinfo cannot be read)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split()) & frozenset(CPU_FLAGS)
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bfloat16(flags=None):
+    """True when the CPU computes bfloat16 in hardware (AVX512_BF16 or AMX_BF16)."""
+    flags = cpu_flags() if flags is None else flags
+    return any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
+
+
+def bfloat16_cost_note(flags=None):
+    """None on a CPU with native bfloat16, else one line on what bfloat16 costs here."""
+    if native_bfloat16(flags):
+        return None
+    return ("this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 flag): TensorFlow "
+            "emulates it, measured 10x slower than float32 at batch 1 and 3.8x at batch 32; "
+            "float32 is the faster choice here")
+
+
+def warn_if_bfloat16_is_emulated(flags=None):
+    """Logs `bfloat16_cost_note()` as one warning line (logger `keras_elmo`) on a CPU without
+    native bfloat16 and returns it; returns None elsewhere. GPUs are not looked at: call it
+    where bfloat16 will run on the CPU."""
+    note = bfloat16_cost_note(flags)
+    if note is not None:
+        logging.getLogger("keras_elmo").warning("bfloat16: %s", note)
+    return note
+
+
+def default_onednn(flags=None):
+    """`"1"` (oneDNN on) for a CPU with AVX2, else None (TensorFlow's own default)."""
+    flags = cpu_flags() if flags is None else flags
+    return "1" if "avx2" in flags else None
+
+
+def set_cpu_defaults(environ=None, flags=None, cores=None):
+    """Sets the thread layout and the oneDNN switch for a biLM, each unless the user set it.
+
+    Has an effect only before TensorFlow's runtime starts (its first op).
+
+    Args:
+        environ: mapping to update (default `os.environ`).
+        flags: the CPU's flags (default: `cpu_flags()`).
+        cores: int or None (this process's usable cores).
+
+    Returns:
+        dict of the variables in effect: the thread layout's two and `TF_ENABLE_ONEDNN_OPTS`
+        (`"TensorFlow's default"` where unset).
+    """
+    environ = os.environ if environ is None else environ
+    settings = set_default_thread_layout(environ, cores)
+    choice = default_onednn(flags)
+    if ONEDNN_VARIABLE not in environ and choice is not None:
+        environ[ONEDNN_VARIABLE] = _chosen["onednn"] = choice
+    settings[ONEDNN_VARIABLE] = environ.get(ONEDNN_VARIABLE, "TensorFlow's default")
+    return settings
+
+
+def onednn_enabled(environ=None, flags=None):
+    """Whether TensorFlow will run (or runs) its oneDNN kernels, by its own rule."""
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags() if flags is None else flags
+    value = environ.get(ONEDNN_VARIABLE, "").strip().lower()
+    if value in ("1", "true"):
+        return True
+    if value in ("0", "false"):
+        return False
+    return any(flag in flags for flag in TENSORFLOW_ONEDNN_FLAGS)
+
+
+def describe_cpu(environ=None, flags=None):
+    """One line for a report: the CPU's flags, oneDNN on or off and who chose it, threads."""
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags() if flags is None else flags
+    names = " ".join(flag for flag in CPU_FLAGS if flag in flags) or "no AVX2"
+    state = "on" if onednn_enabled(environ, flags) else "off"
+    if ONEDNN_VARIABLE not in environ:
+        who = "TensorFlow's default here"
+    elif _chosen["onednn"] == environ[ONEDNN_VARIABLE]:
+        who = f"{ONEDNN_VARIABLE}={environ[ONEDNN_VARIABLE]} set by keras-elmo for this CPU"
+    else:
+        who = f"{ONEDNN_VARIABLE}={environ[ONEDNN_VARIABLE]} set by the user"
+    isa = environ.get(ONEDNN_ISA_VARIABLE)
+    capped = f", {ONEDNN_ISA_VARIABLE}={isa}" if isa else ""
+    return (f"cpu: {names}; oneDNN {state} ({who}{capped}); "
+            f"{describe_thread_layout(environ)}")

@@ -1,0 +1,83 @@
+"""`keras_elmo.process.cpu_setup`: the CPU's flags, the oneDNN choice made for it (a variable
+the user set always wins), the line that says what is in effect, and the bfloat16 note."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from keras_elmo.process import cpu_setup
+
+AVX2 = frozenset({"avx2"})
+AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"})
+
+
+def test_flags_are_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16 "
+                       "amx_tile\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_setup.cpu_flags(str(cpuinfo)) == {"avx2", "avx512f", "avx512_bf16"}
+    assert cpu_setup.cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+def test_onednn_is_turned_on_for_avx2_cpus_unless_the_user_set_it():
+    environ = {}
+    settings = cpu_setup.set_cpu_defaults(environ, flags=AVX2, cores=2)
+    assert environ["TF_ENABLE_ONEDNN_OPTS"] == "1" == settings["TF_ENABLE_ONEDNN_OPTS"]
+    assert settings["TF_NUM_INTRAOP_THREADS"] == "1"
+    line = cpu_setup.describe_cpu(environ, flags=AVX2)
+    assert "cpu: avx2; oneDNN on (TF_ENABLE_ONEDNN_OPTS=1 set by keras-elmo" in line, line
+    assert "threads: 1 per op, 2 ops at once" in line
+    users = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert cpu_setup.set_cpu_defaults(users, flags=AVX2)["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert users["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert "oneDNN off (TF_ENABLE_ONEDNN_OPTS=0 set by the user)" in cpu_setup.describe_cpu(
+        users, flags=AVX2)
+
+
+def test_without_avx2_tensorflow_keeps_its_own_default():
+    environ = {}
+    cpu_setup.set_cpu_defaults(environ, flags=frozenset(), cores=2)
+    assert "TF_ENABLE_ONEDNN_OPTS" not in environ
+    assert "oneDNN off (TensorFlow's default here)" in cpu_setup.describe_cpu(
+        environ, flags=frozenset())
+    # TensorFlow's own rule: on by itself with AVX512_VNNI / AVX512_BF16 / AMX
+    assert cpu_setup.onednn_enabled({}, flags=AVX512_BF16)
+    assert not cpu_setup.onednn_enabled({}, flags=AVX2)
+    capped = {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in cpu_setup.describe_cpu(capped, flags=AVX512_BF16)
+
+
+def test_bfloat16_note_only_where_the_cpu_has_no_native_bfloat16(caplog):
+    assert cpu_setup.native_bfloat16(AVX512_BF16) and cpu_setup.bfloat16_cost_note(
+        AVX512_BF16) is None
+    assert cpu_setup.native_bfloat16(frozenset({"amx_bf16"}))
+    with caplog.at_level(logging.WARNING, logger="keras_elmo"):
+        note = cpu_setup.warn_if_bfloat16_is_emulated(AVX2)
+        assert cpu_setup.warn_if_bfloat16_is_emulated(AVX512_BF16) is None
+    assert "no native bfloat16" in note and "float32 is the faster choice" in note
+    assert [r.getMessage() for r in caplog.records] == [f"bfloat16: {note}"]
+    assert "\n" not in note
+
+
+def test_elmo_embedder_says_what_bfloat16_costs_on_such_a_cpu(tiny_model_dir, monkeypatch,
+                                                              caplog):
+    from keras_elmo import ElmoEmbedder
+
+    monkeypatch.setattr(cpu_setup, "cpu_flags", lambda cpuinfo=None: AVX2)
+    with caplog.at_level(logging.WARNING, logger="keras_elmo"):
+        embedder = ElmoEmbedder(options_file=tiny_model_dir.options_file,
+                                weight_file=tiny_model_dir.weight_file, dtype="bfloat16")
+        float32 = ElmoEmbedder(options_file=tiny_model_dir.options_file,
+                               weight_file=tiny_model_dir.weight_file)
+    notes = [r.getMessage() for r in caplog.records if "bfloat16" in r.getMessage()]
+    assert len(notes) == 1 and "no native bfloat16" in notes[0], notes
+    # it still runs bfloat16, as asked, and close to float32
+    reduced, full = (e.embed_sentence(["a", "b"]) for e in (embedder, float32))
+    np.testing.assert_allclose(reduced, full, atol=0.1)
+
+
+@pytest.mark.parametrize("flags", [AVX2, AVX512_BF16])
+def test_describe_cpu_names_the_flags_that_matter(flags):
+    line = cpu_setup.describe_cpu({}, flags=flags)
+    assert line.startswith("cpu: " + " ".join(f for f in cpu_setup.CPU_FLAGS if f in flags))
