@@ -5,9 +5,18 @@ starts: the thread layout (`keras_elmo.process.cpu_threads`) and whether its one
 are on (`TF_ENABLE_ONEDNN_OPTS`). Left to itself, TensorFlow 2.21 turns oneDNN on only on
 CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and runs its Eigen kernels elsewhere: on every
 AVX2-only CPU (most Zen 2/3 cloud machines, many laptops). For a biLM, oneDNN's kernels are
-the faster ones on both classes (docs/performance.md, "oneDNN by CPU class"), so
-`set_cpu_defaults()` turns oneDNN on wherever the CPU has AVX2. A variable the user has set
-is never changed, and `describe_cpu()` prints what is in effect and who chose it.
+the faster ones on both classes, so `set_cpu_defaults()` turns oneDNN on wherever the CPU has
+AVX2. A variable the user has set is never changed, and `describe_cpu()` prints what is in
+effect and who chose it.
+
+Measured (2-core AMD EPYC, 2 rounds each, interleaved; `benchmarks/train_throughput.py
+--sizes small`, `benchmarks/inference.py`), oneDNN off -> on:
+- AVX2 behaviour (`ONEDNN_MAX_CPU_ISA=AVX2` on an AVX512 machine, matmul 186-213 GFLOP/s):
+  small training 2,742-2,792 -> 4,734-4,841 tokens/s (1.7x); published inference batch 32
+  459-465 -> 511-514 (+11%), batch 1 141-144 -> 139-185 (noisy, not slower); model peak
+  1,176 -> 1,197 MiB. On a real AVX2 EPYC: training 1.6-1.85x, batch 32 +13%, +15-25 MiB.
+- AVX512 (TensorFlow's own default is on): small training 3,150 -> 6,096 (1.9x); batch 32
+  731 -> 837 (+15%); batch 1 205 -> 167 (Eigen faster, noisy; left at TensorFlow's default).
 
 `native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16);
 without it TensorFlow emulates bfloat16, measured 10x slower than float32 at batch 1 and
