@@ -48,6 +48,25 @@ def test_temporaries_of_dead_writers_are_removed_by_the_next_write(tmp_path):
     assert remove_stale_temporaries(target) == []
 
 
+def test_a_write_removes_orphans_of_other_names_in_its_folder(tmp_path):
+    """A killed `keras-elmo embed` left `.big.hdf5.<pid>@<host>@....tmp`; the next atomic write
+    in that folder, of any name, removes it (its process is gone). A live writer's temporary
+    of another name, and another host's, stay."""
+    host = atomic_file._host()
+    orphan = tmp_path / f".big.hdf5.{_dead_pid()}@{host}@k1ll3d.tmp"
+    orphan.write_bytes(b"x" * 4096)
+    live = tmp_path / f".other.hdf5.{os.getppid()}@{host}@busy01.tmp"
+    live.write_text("in use")
+    elsewhere = tmp_path / f".big.hdf5.{_dead_pid()}@elsewhere@x1.tmp"
+    elsewhere.write_text("x")
+    user_file = tmp_path / ".notes.tmp"  # not one of ours: never touched
+    user_file.write_text("mine")
+    with atomic_writer(tmp_path / "small.txt") as handle:
+        handle.write("done")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(["small.txt", live.name, elsewhere.name, user_file.name]), left
+
+
 def test_exchange_swaps_two_directories(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "f").write_text("a")

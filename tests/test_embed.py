@@ -251,3 +251,37 @@ def test_a_failing_batch_in_the_worker_reaches_the_caller(model):
     batches = runner.iter_batches([(0, ["a"]), (1, [7])])  # 7 is not a token
     with pytest.raises(ValueError, match="A token must be str or bytes; received int"):
         list(batches)
+
+
+@pytest.mark.slow
+def test_a_killed_embed_leaves_nothing_behind_the_next_run_in_its_folder(model, tmp_path):
+    """`kill -9` mid-file: no partial file under the final name; the next `embed` in the
+    same folder (another output name) removes the killed run's temporary."""
+    import signal
+    import time
+
+    directory, _ = model
+    big = tmp_path / "big.txt"
+    big.write_text("the cat sat on the mat today\n" * 40000, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, "-m", "keras_elmo.cli", "embed", directory, str(big)]
+    process = subprocess.Popen(command + [str(out / "first.hdf5"), "--no-progress"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not any(name.endswith(".tmp") for name in os.listdir(out)):
+            assert process.poll() is None and time.time() < deadline, "no temporary appeared"
+            time.sleep(0.05)
+        time.sleep(0.5)  # writing
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert [n for n in os.listdir(out) if n.endswith(".tmp")], "the kill left no temporary"
+    assert not (out / "first.hdf5").exists()  # never a partial file under the final name
+    small = tmp_path / "small.txt"
+    small.write_text("a b\n", encoding="utf-8")
+    done = subprocess.run(command[:5] + [str(small), str(out / "second.hdf5"), "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(os.listdir(out)) == ["second.hdf5"]

@@ -5,8 +5,10 @@ files, token caches, SavedModels) goes through this module: the content is writt
 hidden temporary beside the target (`.NAME.<pid>@<host>@<random>.tmp`), flushed, and renamed onto
 the target only when the writer finished without an error. A killed process leaves the
 previous version (or nothing), never half a file; a failed writer removes its temporary, and
-the temporaries a killed process left (`kill -9`) are removed by the next write of the same
-target (`remove_stale_temporaries`: their process is gone, or they are a day old). A
+the temporaries a killed process left (`kill -9`) are removed by the next atomic write in the
+same folder, whatever its name (`remove_stale_temporaries`: their process on this host is
+gone; one of another host, or of the older naming, when it is a day old and of the same
+target). A
 directory replaced by `atomic_directory(..., replace=True)` is swapped in with one
 `renameat2(RENAME_EXCHANGE)` on Linux, so the name never stands empty.
 
@@ -23,6 +25,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -37,6 +40,10 @@ STALE_SECONDS = 24 * 3600
 #: `renameat2` flag: swap two existing names atomically (Linux >= 3.15).
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
+
+
+#: A temporary of this module: `.NAME.<pid>@<host>@<random>[.old].tmp`.
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>\d+)@(?P<host>[^@]+)@[^@]*\.tmp")
 
 
 def _current_umask():
@@ -75,11 +82,13 @@ def _process_alive(pid):
 
 
 def remove_stale_temporaries(path):
-    """Removes the temporaries of `path` that a killed process left beside it.
+    """Removes the temporaries that killed processes left in `path`'s folder.
 
-    A temporary `.NAME.<pid>@<host>@<random>[.old].tmp` of this host is stale when no
-    process `pid` runs; any other (another host's, or the older naming without a pid) when
-    it is older than `STALE_SECONDS`. Temporaries of live writers are left alone.
+    A temporary `.ANY_NAME.<pid>@<host>@<random>[.old].tmp` of this host is stale when no
+    process `pid` runs, whatever target it was for (a killed `keras-elmo embed` leaves no
+    orphan behind the next write in its folder). One of `path` itself that cannot be told
+    (another host's, or the older naming without a pid) is stale when it is older than
+    `STALE_SECONDS`. Temporaries of live writers are left alone.
 
     Returns:
         list of the removed paths.
@@ -92,15 +101,14 @@ def remove_stale_temporaries(path):
     except OSError:
         return []
     removed = []
+    host = _host()
     for name in names:
-        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
-            continue
         full = os.path.join(directory, name)
-        pid_text, _, rest = name[len(prefix):].partition("@")
+        ours = _TEMPORARY.fullmatch(name)
         stale = False
-        if pid_text.isdigit() and rest.partition("@")[0] == _host():
-            stale = not _process_alive(int(pid_text))
-        else:
+        if ours is not None and ours.group("host") == host:
+            stale = not _process_alive(int(ours.group("pid")))
+        elif name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
             with contextlib.suppress(OSError):
                 stale = time.time() - os.lstat(full).st_mtime > STALE_SECONDS
         if not stale:
