@@ -81,3 +81,30 @@ def test_elmo_embedder_says_what_bfloat16_costs_on_such_a_cpu(tiny_model_dir, mo
 def test_describe_cpu_names_the_flags_that_matter(flags):
     line = cpu_setup.describe_cpu({}, flags=flags)
     assert line.startswith("cpu: " + " ".join(f for f in cpu_setup.CPU_FLAGS if f in flags))
+
+
+def test_the_readme_one_call_setup_runs_as_written(tmp_path):
+    """The README's line for Python programs, taken from the README itself, run in a fresh
+    process with no oneDNN variable set: it sets the documented default for this CPU."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "README.md"), encoding="utf-8").read()
+    snippet = re.search(r"`(from keras_elmo\.process\.cpu_setup import set_cpu_defaults; "
+                        r"set_cpu_defaults\(\))`", readme.replace("\n  ", " ")).group(1)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS",
+                        "TF_NUM_INTEROP_THREADS")}
+    script = (snippet + "\nimport os, sys\nfrom keras_elmo.process.cpu_setup import describe_cpu\n"
+              "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\nprint(describe_cpu())\n"
+              "print('tensorflow' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    value, line, tensorflow_loaded = done.stdout.strip().splitlines()
+    expected = "1" if "avx2" in cpu_setup.cpu_flags() else "None"
+    assert value == expected and line.startswith("cpu: ") and "threads: " in line, done.stdout
+    assert tensorflow_loaded == "False"  # it runs before TensorFlow, as documented

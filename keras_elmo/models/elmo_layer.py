@@ -83,15 +83,23 @@ class ElmoLayer(keras.layers.Layer):
         self.l2_coef = float(l2_coef)
         self.return_layers = bool(return_layers)
         self.trainable_bilm = bool(trainable_bilm)
-        self.stateful = bilm.stateful
         self.supports_masking = True
         self.bilm = bilm
-        self.options = bilm.options
         self.bilm.trainable = self.trainable_bilm
         self.scalar_mixes = [
             ScalarMix(do_layer_norm=self.do_layer_norm, dropout=self.dropout,
                       l2_coef=self.l2_coef, name=f"scalar_mix_{i}", dtype=self.dtype_policy)
             for i in range(num_output_representations)]
+
+    @property
+    def options(self):
+        """The held biLM's `BiLMOptions`."""
+        return self.bilm.options
+
+    @property
+    def stateful(self):
+        """Whether the held biLM carries its LSTM state across calls."""
+        return self.bilm.stateful
 
     @classmethod
     def from_weights(cls, options_file, weight_file, **kwargs):
