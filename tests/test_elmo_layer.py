@@ -157,3 +157,15 @@ def test_keras_file_loads_in_a_fresh_process_after_import_keras_elmo_models(tmp_
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.strip().splitlines()[-1]) < 1e-6
+
+
+def test_a_frozen_backbone_with_dropout_runs_in_inference_mode():
+    """A trained run's BiLM carries its recipe dropout; held frozen by an ElmoLayer, it never
+    drops (training=True gives the inference outputs); fine-tuned, it does."""
+    ids = keras_elmo.batch_to_ids([["The", "cat", "sat"], ["a"]])
+    backbone = keras_elmo.BiLM(TINY, dropout=0.5)
+    frozen = keras_elmo.ElmoLayer(backbone)
+    np.testing.assert_array_equal(frozen(ids, training=True).numpy(),
+                                  frozen(ids, training=False).numpy())
+    tuned = keras_elmo.ElmoLayer(keras_elmo.BiLM(TINY, dropout=0.5), trainable_bilm=True)
+    assert not np.allclose(tuned(ids, training=True).numpy(), tuned(ids, training=False).numpy())

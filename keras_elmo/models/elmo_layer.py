@@ -43,7 +43,8 @@ class ElmoLayer(keras.layers.Layer):
             - tf.string `tf.RaggedTensor` `(batch, (num_tokens))`;
             - int32 char ids `(batch, num_tokens, max_characters_per_token)`
               from `keras_elmo.batch_to_ids`.
-        training: bool, enables the mixes' dropout.
+        training: bool, enables the mixes' dropout (and the biLM's own dropout only when
+            `trainable_bilm`: a frozen biLM always runs in inference mode).
 
     Returns:
         float32 `(batch, num_tokens, 2 * projection_dim)` when one representation is asked
@@ -138,7 +139,9 @@ class ElmoLayer(keras.layers.Layer):
                          f"{chars}); received dtype {inputs.dtype.name}, shape {inputs.shape}.")
 
     def call(self, inputs, training=False):
-        outputs = self.bilm(self.char_ids(inputs))
+        # A frozen biLM runs in inference mode (no dropout of a trained run's backbone).
+        outputs = self.bilm(self.char_ids(inputs),
+                            training=training if self.trainable_bilm else False)
         layers, mask = outputs["layers"], outputs["mask"]
         mixes = [mix(layers, mask=mask, training=training) for mix in self.scalar_mixes]
         elmo = mixes[0] if len(mixes) == 1 else mixes
