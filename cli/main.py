@@ -6,6 +6,13 @@ arguments, then imports TensorFlow through `keras_elmo.cli.quiet.import_tensorfl
 needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
 line on stderr and exit code 2, never a traceback.
 
+Options may come before, between or after the positionals of every subcommand
+(`keras-elmo embed MODEL --top IN OUT` is `keras-elmo embed --top MODEL IN OUT`): each
+subcommand's parser is an `AnyOrderParser`, which reads its options first and then its
+positionals from what is left (argparse's `parse_known_intermixed_args`). A list option
+(`--train`, `--heldout`: nargs "+") takes every word after it up to the next option; a
+positional after it needs `--` to end the list (`--heldout h.txt -- MODEL_DIR`).
+
 Example:
     keras-elmo --help
     keras-elmo data people-daily --out data/people_daily
@@ -24,6 +31,81 @@ from keras_elmo.process.cpu_setup import set_cpu_defaults
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 set_cpu_defaults()  # thread layout and oneDNN for this CPU (keras_elmo.process.cpu_setup)
 
+
+class AnyOrderParser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose options may be anywhere among its positionals.
+
+    A parser without subcommands parses intermixed: options first, then the positionals
+    from the strings left over, so `MODEL --top IN OUT` fills MODEL, IN and OUT. A parser
+    with subcommands (`keras-elmo`, `keras-elmo data`) parses as argparse does and hands
+    the rest to the chosen subcommand's parser, which is an `AnyOrderParser` too
+    (`add_subparsers` makes its parsers of the parent's class).
+
+    Example:
+        parser = AnyOrderParser(prog="keras-elmo")
+        commands = parser.add_subparsers(dest="command", required=True)
+        embed = commands.add_parser("embed")
+        embed.add_argument("input")
+        embed.add_argument("--top", action="store_true")
+        parser.parse_args(["embed", "--top", "in.txt"]).input  # 'in.txt'
+        parser.parse_args(["embed", "in.txt", "--top"]).top    # True
+    """
+
+    #: argparse's message for missing arguments, which `error` completes with a hint.
+    _MISSING = "the following arguments are required: "
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.subcommands = None  # the subparsers action, once add_subparsers is called
+        self._list_options = []  # flags with nargs "+" or "*" (they take every word after them)
+        self._intermixed = False  # inside parse_known_intermixed_args (which calls us back)
+
+    def add_subparsers(self, **kwargs):
+        """argparse's `add_subparsers`; remembers the action (`self.subcommands`)."""
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def add_argument(self, *args, **kwargs):
+        """argparse's `add_argument`; remembers the list options for the hint of `error`."""
+        action = super().add_argument(*args, **kwargs)
+        if action.option_strings and action.nargs in ("+", "*"):
+            self._list_options.append(action.option_strings[0])
+        return action
+
+    def parse_known_args(self, args=None, namespace=None):
+        """Options and positionals in any order (see the class docstring)."""
+        if self.subcommands is not None:
+            return super().parse_known_args(self._subcommand_first(args), namespace)
+        if self._intermixed:
+            return super().parse_known_args(args, namespace)
+        self._intermixed = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixed = False
+
+    def _subcommand_first(self, args):
+        """`args` with the first subcommand name moved to the front, so the subcommand's
+        options may come before it too (`data --out DIR people-daily`); this parser's own
+        `-h` before the name keeps its place (it asks for this parser's help)."""
+        args = list(sys.argv[1:] if args is None else args)
+        names = self.subcommands.choices
+        first = next((i for i, arg in enumerate(args) if arg in names), None)
+        if not first or any(arg in ("-h", "--help") for arg in args[:first]):
+            return args
+        return [args[first]] + args[:first] + args[first + 1:]
+
+    def error(self, message):
+        """argparse's error; a positional missing after a list option gets a hint."""
+        missing = message[len(self._MISSING):].split(", ") if message.startswith(
+            self._MISSING) else []
+        if self._list_options and any(not name.startswith("-") for name in missing):
+            message += (f" (a list option, {' '.join(self._list_options)}, takes every word "
+                        "after it up to the next option: put the positionals before it, or "
+                        "end the list with --)")
+        super().error(message)
+
+
 #: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
 COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
 
@@ -31,11 +113,10 @@ COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbor
 def build_parser():
     """The argparse parser with every available subcommand (`parser.subcommands` maps each
     name to its own parser)."""
-    parser = argparse.ArgumentParser(
+    parser = AnyOrderParser(
         prog="keras-elmo",
         description="Train, convert, export and use ELMo biLMs (TensorFlow 2 / Keras 3).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    parser.subcommands = subparsers.choices
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"keras_elmo.cli.{name}")
@@ -62,7 +143,7 @@ def main(argv=None):
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported under the subcommand's own usage line, as argparse would there
-        parser.subcommands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.subcommands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
