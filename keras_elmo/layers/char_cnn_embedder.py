@@ -1,6 +1,7 @@
 """`CharCNNEmbedder`: ELMo's context-insensitive token encoder (docs/model.md section 2)."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -15,6 +16,37 @@ _MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
 #: (same numbers, a bounded largest buffer; measured no slower on CPU).
 MAX_CONV_FILTERS = 128
+#: Seed of the weights of `unique_rows`' row keys (any fixed weights give exact results).
+_KEY_SEED = 20260
+
+
+def unique_rows(ids):
+    """The distinct rows of a char-id matrix, exactly: `ids == rows[positions]`.
+
+    `(n, chars)` int32 -> `rows` `(U, chars)` in order of first occurrence and
+    `positions` `(n,)` int32. Each row gets a 64-bit key, the bits of two float32 weighted
+    sums of its ids (one `(n, chars) x (chars, 2)` product), and `tf.unique` groups equal
+    keys: it has a GPU kernel, where TensorFlow's row-wise `UniqueV2` runs on the CPU only.
+    Equal rows always get equal keys; distinct rows sharing a key (a collision, which the
+    random weights make very unlikely) are caught by comparing every row with its group's
+    first row, and then every row is its own group: distinct rows never merge.
+    """
+    ids = tf.convert_to_tensor(ids, tf.int32)
+    num_chars = int(ids.shape[-1])
+    weights = tf.constant(_row_key_weights(num_chars), tf.float32)  # (chars, 2)
+    sums = tf.matmul(tf.cast(ids, tf.float32), weights)  # (n, 2)
+    keys, positions = tf.unique(tf.bitcast(sums, tf.int64))  # (U,), (n,)
+    num_rows = tf.shape(ids)[0]
+    first = tf.math.unsorted_segment_min(tf.range(num_rows), positions,
+                                         tf.shape(keys)[0])  # (U,): each key's first row
+    exact = tf.reduce_all(tf.equal(tf.gather(ids, tf.gather(first, positions)), ids))
+    return tf.cond(exact, lambda: (tf.gather(ids, first), positions),
+                   lambda: (ids, tf.range(num_rows)))
+
+
+def _row_key_weights(num_chars):
+    """The fixed random weights of `unique_rows`' keys, `(num_chars, 2)`."""
+    return np.random.default_rng(_KEY_SEED).uniform(0.5, 1.0, (num_chars, 2))
 
 
 def check_char_id_range(ids):
@@ -159,7 +191,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         # Each distinct token is encoded once and gathered back to its positions: a batch of
         # text holds far fewer distinct tokens than positions. Rows are encoded
         # independently, so the result is that of encoding every position.
-        flat_ids, positions = tf.raw_ops.UniqueV2(x=flat_ids, axis=[0])  # (U, chars), (batch*T,)
+        flat_ids, positions = unique_rows(flat_ids)  # (U, chars), (batch*T,)
         # One extra all-padding row, never gathered: TensorFlow's conv returns its input
         # unchanged for an empty batch, so a batch of 0 rows must never reach it.
         flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (U + 1, chars)
