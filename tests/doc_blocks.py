@@ -1,0 +1,234 @@
+"""The fenced code blocks of the documentation, and running them as a user would.
+
+Which blocks: every fenced ```bash / ```sh / ```shell and ```python block of README.md,
+docs/*.md and examples/README.md. A block that cannot run here is marked in the document
+itself, on the line right before its fence:
+
+    <!-- doc-test: skip (REASON) -->
+
+The substitution rule: a block is run as written; only the names of model directories and
+files it reads stand for tiny ones. The harness makes, in the document's working directory,
+under exactly the names the documents use (`STAND_IN_MODELS`, `STAND_IN_FILES`,
+`STAND_IN_TEXTS`): tiny random biLMs (`BiLMOptions.tiny()`, published layout, with a
+vocab.txt) and a few sentences of text. A corpus of a few sentences also keeps every training
+command short whatever its time limit: the preset's epochs end it in a few steps. Blocks of
+one document run in order in one working directory (a later block reads what an earlier one
+wrote, as a reader's shell would), python blocks in one namespace.
+
+Example:
+    for block in document_blocks("README.md"):
+        print(block.where, block.language, block.skip)
+"""
+
+import dataclasses
+import doctest
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: The documents whose blocks run, relative to the repository.
+DOCUMENTS = ("README.md",
+             *sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs"))
+                     if name.endswith(".md")),
+             os.path.join("examples", "README.md"))
+
+#: Fence info string -> how the block runs. `python peer` / `bash peer` blocks are another
+#: library's code, shown beside ours (docs/migrating.md): counted as skipped.
+LANGUAGES = {"bash": "shell", "sh": "shell", "shell": "shell", "python": "python"}
+PEER = "peer"
+
+_FENCE = re.compile(r"^```(.*)$")
+_SKIP = re.compile(r"^<!-- doc-test: skip \((.+)\) -->$")
+
+#: Model directories the documents read: a tiny biLM each (options.json, weights.hdf5,
+#: vocab.txt). Their vectors are 2P = 16 wide where the documents' comments show a
+#: published model's 1024: comments are not checked.
+STAND_IN_MODELS = ("model", "runs/people_daily_small", "runs/small")
+#: Published-layout files under the names the documents give them: (options, weights).
+STAND_IN_FILES = (("options.json", "weights.hdf5"),
+                  ("elmo_options.json", "elmo_weights.hdf5"),
+                  ("my_options.json", "my_weights.hdf5"),
+                  ("elmo_2x4096_512_2048cnn_2xhighway_options.json",
+                   "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"))
+#: Tokenised text (Chinese as People's Daily has it, and English).
+SEGMENTED = ["他 在 会 上 发言 。", "人民 日报 发表 社论 。", "人民 日报 发表 新年 讲话 。", "我 爱 北京 天安门 。",
+             "大会 开 了 很 久 。", "他 会 说 英语 。", "the cat sat on the mat .",
+             "a dog ran to the red house ."]
+#: Raw Chinese, no spaces (for --tokenizer jieba).
+RAW = ["他在会上发言。", "江泽民主席发表新年讲话。", "我爱北京天安门。", "大会开了很久。",
+       "他会说英语。", "她花了很多钱。"]
+#: Text files the documents read -> their lines.
+STAND_IN_TEXTS = {
+    "sentences.txt": SEGMENTED,
+    "train.txt": SEGMENTED * 3,
+    "data/people_daily/train.txt": SEGMENTED * 3,
+    "data/people_daily/heldout.txt": SEGMENTED[:3],
+    "data/people_daily_raw/train.txt": RAW * 3,
+    "data/people_daily_raw/heldout.txt": RAW[:3],
+    "reviews.txt": SEGMENTED * 2,
+    "reviews_heldout.txt": SEGMENTED[:2],
+}
+
+
+@dataclasses.dataclass
+class Block:
+    """One fenced block: `document` (repository-relative), `line` (of the opening fence,
+    1-based), `language` ("shell" or "python"), `code`, `skip` (the reason, or None)."""
+
+    document: str
+    line: int
+    language: str
+    code: str
+    skip: str = None
+
+    @property
+    def where(self):
+        return f"{self.document}:{self.line}"
+
+
+def document_blocks(document):
+    """The runnable blocks of `document` (repository-relative path), in order; another
+    library's blocks (`python peer`) come with `skip` set.
+
+    Raises:
+        ValueError: a fence left open, or a skip marker before no runnable block.
+    """
+    lines = open(os.path.join(ROOT, document), encoding="utf-8").read().splitlines()
+    blocks, index = [], 0
+    while index < len(lines):
+        match = _FENCE.match(lines[index])
+        if not match:
+            if _SKIP.match(lines[index].strip()) and not (
+                    index + 1 < len(lines) and _language(lines[index + 1])):
+                raise ValueError(f"{document}:{index + 1}: a doc-test skip marker must be the "
+                                 "line right before a ```bash or ```python fence.")
+            index += 1
+            continue
+        end = next((k for k in range(index + 1, len(lines)) if lines[k].strip() == "```"), None)
+        if end is None:
+            raise ValueError(f"{document}:{index + 1}: fence never closed.")
+        language, peer = _language(lines[index]), match.group(1).split()[1:] == [PEER]
+        if language:
+            marker = _SKIP.match(lines[index - 1].strip()) if index else None
+            skip = ("another library's code, shown beside ours" if peer else
+                    marker.group(1) if marker else None)
+            blocks.append(Block(document, index + 1, language, "\n".join(lines[index + 1:end]),
+                                skip))
+        index = end + 1
+    return blocks
+
+
+def _language(line):
+    """"shell" / "python" for the opening fence of a block that runs (or a peer's), else
+    None."""
+    match = _FENCE.match(line)
+    words = match.group(1).split() if match else []
+    if not words or words[1:] not in ([], [PEER]):
+        return None
+    return LANGUAGES.get(words[0])
+
+
+def make_workspace(directory):
+    """Writes the stand-ins (tiny models and texts, under the documents' names) into
+    `directory`, with copies of the repository's examples/ and benchmarks/ (the documents
+    run `python examples/...` from the repository's top; what they write stays here)."""
+    import shutil
+
+    import keras
+
+    import keras_elmo
+
+    keras.utils.set_random_seed(7)
+    vocab = ["<S>", "</S>", "<UNK>"] + sorted({t for line in SEGMENTED for t in line.split()})
+    first = os.path.join(directory, STAND_IN_MODELS[0])
+    keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), first)
+    with open(os.path.join(first, "vocab.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(vocab) + "\n")
+    for name in STAND_IN_MODELS[1:]:
+        shutil.copytree(first, os.path.join(directory, name))
+    for options, weights in STAND_IN_FILES:
+        shutil.copyfile(os.path.join(first, "options.json"), os.path.join(directory, options))
+        shutil.copyfile(os.path.join(first, "weights.hdf5"), os.path.join(directory, weights))
+    for name, lines in STAND_IN_TEXTS.items():
+        path = os.path.join(directory, name)
+        os.makedirs(os.path.dirname(path) or directory, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    for folder in ("examples", "benchmarks"):
+        shutil.copytree(os.path.join(ROOT, folder), os.path.join(directory, folder),
+                        ignore=shutil.ignore_patterns("__pycache__", "results"))
+
+
+def run_shell(block, directory, timeout=900):
+    """Runs a shell block with `bash -euo pipefail` in `directory`; `keras-elmo` and
+    `python` are this interpreter's. Returns the CompletedProcess."""
+    bin_dir = os.path.join(directory, ".bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    for name, target in (("python", [sys.executable]),
+                         ("keras-elmo", [sys.executable, "-m", "keras_elmo.cli"])):
+        path = os.path.join(bin_dir, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("#!/bin/sh\nexec " + " ".join(target) + ' "$@"\n')
+        os.chmod(path, 0o755)
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+               KERAS_ELMO_CACHE=os.path.join(directory, ".cache"))
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=directory,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_python(block, namespace):
+    """Runs a python block in `namespace` (the document's; the working directory is the
+    caller's)."""
+    exec(compile(block.code, block.where, "exec"), namespace)  # noqa: S102 - the doc's own code
+
+
+class ReprChecker(doctest.OutputChecker):
+    """doctest's checker, reading `TensorShape([2, 3])` as `(2, 3)` and `np.int64(0)` as
+    `0`: a docstring shows what a user sees of a shape or a number, not numpy's or
+    TensorFlow's repr."""
+
+    _SHAPE = re.compile(r"TensorShape\(\[([^\]]*)\]\)")
+    _NUMBER = re.compile(r"np\.(?:int|uint|float|bool_)\w*\(([^()]*)\)")
+
+    def check_output(self, want, got, optionflags):
+        return super().check_output(self._plain(want), self._plain(got), optionflags)
+
+    def _plain(self, text):
+        text = self._SHAPE.sub(lambda m: "(" + m.group(1) + ("," if "," not in m.group(1)
+                                                             and m.group(1) else "") + ")", text)
+        return self._NUMBER.sub(r"\1", text)
+
+
+def public_objects():
+    """`(qualified name, object)` of every public class and function (`__all__` of
+    keras_elmo and keras_elmo.export), in order."""
+    import inspect
+
+    import keras_elmo
+    import keras_elmo.export
+
+    return [(f"{package.__name__}.{name}", getattr(package, name))
+            for package in (keras_elmo, keras_elmo.export) for name in package.__all__
+            if inspect.isclass(getattr(package, name)) or inspect.isfunction(getattr(package, name))]
+
+
+def docstring_tests(name, obj):
+    """The doctests of `obj`'s own docstring, with the names of its module, numpy as np,
+    tensorflow as tf, keras, keras_elmo and its public names in scope (as keras-hub's doc
+    tests give theirs)."""
+    import inspect
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import keras_elmo
+
+    scope = dict(vars(inspect.getmodule(obj)))
+    scope.update({public: getattr(keras_elmo, public) for public in keras_elmo.__all__})
+    scope.update(np=np, tf=tf, keras=keras, keras_elmo=keras_elmo)
+    return [test for test in doctest.DocTestFinder(recurse=False).find(obj, name, globs=scope)
+            if test.examples]

@@ -1,0 +1,87 @@
+"""The documentation runs: every fenced ```bash and ```python block of README.md, docs/*.md
+and examples/README.md, and the docstring examples of the public classes and functions.
+
+Blocks run as written on tiny stand-in models and data (the rule is in `doc_blocks`); a
+block marked `<!-- doc-test: skip (REASON) -->` is counted and its reason printed. A failing
+block fails the test, naming the document and line."""
+
+import contextlib
+import doctest
+import io
+
+import pytest
+
+import doc_blocks
+
+#: Documents whose blocks train a biLM or export one (tens of seconds): slow.
+SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",
+        "docs/migrating.md"}
+
+
+def test_every_document_has_blocks_and_every_skip_a_reason():
+    counts = {document: doc_blocks.document_blocks(document)
+              for document in doc_blocks.DOCUMENTS}
+    assert {"README.md", "docs/training.md", "docs/performance.md",
+            "examples/README.md"} <= set(counts)
+    for document, blocks in counts.items():
+        for block in blocks:
+            assert block.skip is None or block.skip.strip(), block.where
+    readme = counts["README.md"]
+    assert sum(block.skip is None for block in readme) >= 8  # the README's own code runs
+
+
+def test_a_skip_marker_must_stand_right_before_a_fence(tmp_path, monkeypatch):
+    (tmp_path / "doc.md").write_text("<!-- doc-test: skip (GPU) -->\n\n```bash\nls\n```\n")
+    monkeypatch.setattr(doc_blocks, "ROOT", str(tmp_path))
+    with pytest.raises(ValueError, match="doc.md:1: a doc-test skip marker"):
+        doc_blocks.document_blocks("doc.md")
+    (tmp_path / "doc.md").write_text("<!-- doc-test: skip (GPU) -->\n```bash\nls\n```\n"
+                                     "```python peer\nimport allennlp\n```\n```python\n1\n```\n")
+    blocks = doc_blocks.document_blocks("doc.md")
+    assert [(b.line, b.language, b.skip) for b in blocks] == [
+        (2, "shell", "GPU"), (5, "python", "another library's code, shown beside ours"),
+        (8, "python", None)]
+
+
+@pytest.mark.parametrize("document", [
+    pytest.param(document, marks=[pytest.mark.slow] if document in SLOW else [])
+    for document in doc_blocks.DOCUMENTS])
+def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
+    blocks = doc_blocks.document_blocks(document)
+    doc_blocks.make_workspace(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__doc_block__"}
+    ran, skipped = [], []
+    for block in blocks:
+        if block.skip:
+            skipped.append(block)
+            continue
+        if block.language == "python":
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    doc_blocks.run_python(block, namespace)
+            except Exception as error:  # noqa: BLE001 - reported with the block's place
+                pytest.fail(f"{block.where} failed: {type(error).__name__}: {error}\n"
+                            f"{block.code}")
+        else:
+            done = doc_blocks.run_shell(block, str(tmp_path))
+            assert done.returncode == 0, (f"{block.where} failed (exit {done.returncode}):\n"
+                                          f"{block.code}\n{done.stderr[-3000:]}")
+        ran.append(block)
+    with capsys.disabled():
+        print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped"
+              + "".join(f"\n  skipped {block.where}: {block.skip}" for block in skipped))
+
+
+@pytest.mark.parametrize("name, obj", doc_blocks.public_objects(),
+                         ids=[name for name, _ in doc_blocks.public_objects()])
+def test_docstring_examples_run(name, obj, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tests = doc_blocks.docstring_tests(name, obj)
+    runner = doctest.DocTestRunner(checker=doc_blocks.ReprChecker(),
+                                   optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    for test in tests:
+        runner.run(test, out=report.append)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0, "".join(report)
