@@ -18,6 +18,8 @@ import os
 
 from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo import constants
+from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
+from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -52,8 +54,16 @@ def add_parser(subparsers):
     parser.add_argument("--mix-weights", metavar="FILE",
                         help="scalar_mix.json with trained mix weights (implies --mixed)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N",
-                        help="sentences per biLM call (default 64); sentences are sorted by "
-                             "length within windows of 32 batches")
+                        help="most sentences per biLM call (default 64); sentences are "
+                             "sorted by length within windows of 32 batches")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                        help="most padded token positions per biLM call (sentences x "
+                             f"longest; default {DEFAULT_MAX_TOKENS}): bounds the "
+                             "activations' memory; 0 for --batch-size alone")
+    parser.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, metavar="N",
+                        help="tokens per biLM window (default "
+                             f"{DEFAULT_MAX_LENGTH}): a longer sentence is embedded in "
+                             "windows of N tokens, one vector per token still")
     parser.add_argument("--use-sentence-keys", action="store_true",
                         help="name each dataset by its sentence instead of its line number "
                              "(then no sentence_to_index)")
@@ -75,6 +85,9 @@ def add_parser(subparsers):
                              "faster on CPUs with AVX512_BF16 / AMX, vectors within about 1%% "
                              "of float32's; the output stays float32")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print nothing on success (no progress line, no closing line); "
+                             "errors are still one line on stderr")
     add_tokenizer_argument(parser, from_model=True)
     parser.set_defaults(run=run, output_format=None)
 
@@ -83,6 +96,11 @@ def run(args):
     """Embeds the file; prints a one-line summary; returns the exit code."""
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1; received {args.batch_size}.")
+    if args.max_tokens < 0:
+        raise ValueError(f"--max-tokens must be >= 0 (0: no budget); received "
+                         f"{args.max_tokens}.")
+    if args.max_length < 1:
+        raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
     if args.mix_weights and args.output_format not in (None, "mixed"):
@@ -93,9 +111,9 @@ def run(args):
     # One clear line for a bad model or path, before loading TF.
     options_file, weight_file, found_mix, found_vocab = model_files(args)
     check_paths(args.input, args.output)
-    from keras_elmo.text.text_files import check_utf8
+    from keras_elmo.embedding.inputs import check_utf8_sentences
 
-    check_utf8([args.input])  # the one UTF-8 policy: file and line named, before any work
+    check_utf8_sentences(args.input)  # refused before any work: line, sentence, token named
     tokenizer = resolve_tokenizer(args, options_file)
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
@@ -116,11 +134,14 @@ def run(args):
 
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
                             batch_size=args.batch_size, token_cache=vocab or False,
-                            tokenizer=tokenizer, dtype=args.dtype)
+                            tokenizer=tokenizer, dtype=args.dtype,
+                            max_length=args.max_length, max_tokens=args.max_tokens or None)
     stats = embedder.embed_file(args.input, args.output, output_format=output_format,
                                 forget_sentences=args.forget_sentences,
                                 use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,
-                                progress=not args.no_progress)
+                                progress=not (args.no_progress or args.quiet))
+    if args.quiet:
+        return 0
     shape = "(" + ", ".join(str(d) for d in stats["shape"]) + ")"
     index = ("no sentence_to_index" if stats["distinct_sentences"] is None else
              f"sentence_to_index of {stats['distinct_sentences']:,} distinct sentences")
@@ -132,5 +153,6 @@ def run(args):
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
     print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {layers}, "
           f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, "
-          f"{index}; {stats['seconds']:.1f} s ({rate:,.0f} tokens/s){cached}")
+          f"{index}; {stats['seconds']:.1f} s ({rate:,.0f} tokens/s), peak memory "
+          f"{stats['peak_memory_mib']:,.0f} MiB{cached}")
     return 0

@@ -1,10 +1,15 @@
 """`BiLMRunner`: a biLM over many token lists, in length-sorted batches, streaming.
 
 Sentences are read `batch_size * sort_batches` at a time, sorted by length inside that
-window (so a batch pads little), run `batch_size` at a time and handed back one by one
-with their keys; memory holds one window of text and two batches of outputs, whatever the
-input's size. A sentence's vectors do not depend on its batch-mates (the biLM is
-stateless and masks padding), so the reordering changes nothing but speed.
+window (so a batch pads little), cut into batches of at most `batch_size` sentences and at
+most `max_tokens` padded token positions (rows x longest row: a budget that keeps every
+biLM call about as large, and its activations about as big, whatever the lengths), and
+handed back one by one with their keys; memory holds one window of text and two batches of
+outputs, whatever the input's size. A sentence's vectors do not depend on its batch-mates
+(the biLM is stateless and masks padding), so the reordering changes nothing but speed.
+
+A sentence longer than `max_length` tokens runs as windows of `max_length` tokens in the
+same call, and its vectors come back whole (`keras_elmo.embedding.sentence_windows`).
 
 The next batch's char ids and biLM call run in a worker thread while the caller handles
 the batch just returned (writes it, reads and tokenises more lines): TensorFlow releases
@@ -23,8 +28,13 @@ import weakref
 
 import numpy as np
 
+from keras_elmo.embedding.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
+                                                   num_windows, windows)
+
 #: Batches per sorting window.
 DEFAULT_SORT_BATCHES = 32
+#: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`).
+DEFAULT_MAX_TOKENS = 2048
 #: biLM -> its traced inference function (char ids -> layers), shared by all runners.
 _INFER_FUNCTIONS = weakref.WeakKeyDictionary()
 
@@ -35,14 +45,23 @@ class BiLMRunner:
     Args:
         bilm: a stateless `keras_elmo.BiLM`.
         token_cache: optional `TokenEmbeddingCache` of that biLM (faster token layer).
-        batch_size: int >= 1, sentences per biLM call (64).
+        batch_size: int >= 1, most sentences per biLM call (64).
         sort_batches: int >= 1, batches per length-sorting window (32).
+        max_length: int >= 1, tokens per biLM window (512): longer sentences run in
+            windows of this many tokens (`keras_elmo.embedding.sentence_windows`).
+        max_tokens: int >= 1 or None, most padded token positions per biLM call (rows x
+            longest row, windows counted as rows); None: `batch_size` alone. A sentence
+            above the budget on its own runs alone.
     """
 
-    def __init__(self, bilm, token_cache=None, batch_size=64, sort_batches=DEFAULT_SORT_BATCHES):
-        for name, value in (("batch_size", batch_size), ("sort_batches", sort_batches)):
+    def __init__(self, bilm, token_cache=None, batch_size=64, sort_batches=DEFAULT_SORT_BATCHES,
+                 max_length=DEFAULT_MAX_LENGTH, max_tokens=None):
+        for name, value in (("batch_size", batch_size), ("sort_batches", sort_batches),
+                            ("max_tokens", 1 if max_tokens is None else max_tokens)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int; received {value!r}.")
+        self.max_length = check_max_length(max_length)
+        self.max_tokens = max_tokens
         if getattr(bilm, "stateful", False):
             raise ValueError("BiLMRunner needs a stateless biLM (a stateful one would make a "
                              "sentence's vectors depend on the sentences before it).")
@@ -56,8 +75,8 @@ class BiLMRunner:
         self._char_ids = lambda sentences: _batch_to_ids(sentences, chars)
         self._infer = _infer_function(bilm)
 
-    def layers(self, sentences):
-        """float32 numpy `(batch, L + 1, max_len, 2 * projection_dim)`, zero past each end."""
+    def _model_layers(self, sentences):
+        """One biLM call: float32 numpy `(batch, L + 1, max_len, 2P)`, zero past each end."""
         if self.token_cache is not None:
             return np.asarray(self.token_cache(sentences)["layers"])
         return np.asarray(self._infer(self._char_ids(sentences)))
@@ -75,7 +94,7 @@ class BiLMRunner:
                 max_workers=1, thread_name_prefix="keras-elmo-bilm") as worker:
             pending = None
             for keys, sentences in self._sorted_batches(keyed_sentences):
-                running = worker.submit(self._batch_layers, sentences)
+                running = worker.submit(self.layers, sentences)
                 if pending is not None:
                     yield pending[0], pending[1], pending[2].result()
                 pending = (keys, sentences, running)
@@ -101,16 +120,45 @@ class BiLMRunner:
             yield from self._window_batches(window)
 
     def _window_batches(self, window):
+        """Batches of a window sorted by length: `batch_size` sentences at most, and at most
+        `max_tokens` padded positions (rows x the longest row; windows count as rows)."""
         window.sort(key=lambda item: len(item[1]))
-        for start in range(0, len(window), self.batch_size):
-            batch = window[start:start + self.batch_size]
+        batch, rows = [], 0
+        for item in window:
+            length = len(item[1])
+            item_rows = num_windows(length, self.max_length)
+            width = min(length, self.max_length)  # the batch's longest row, once it is in
+            if batch and (len(batch) >= self.batch_size or (
+                    self.max_tokens is not None
+                    and (rows + item_rows) * width > self.max_tokens)):
+                yield [key for key, _ in batch], [tokens for _, tokens in batch]
+                batch, rows = [], 0
+            batch.append(item)
+            rows += item_rows
+        if batch:
             yield [key for key, _ in batch], [tokens for _, tokens in batch]
 
-    def _batch_layers(self, sentences):
-        if max(len(s) for s in sentences) == 0:  # nothing to run
+    def layers(self, sentences):
+        """float32 numpy `(batch, L + 1, max_len, 2 * projection_dim)`, zero past each end;
+        sentences longer than `max_length` tokens run in windows (one call in all)."""
+        longest = max(len(s) for s in sentences)
+        if longest == 0:  # nothing to run
             return np.zeros((len(sentences), self.num_output_layers, 0, self.output_dim),
                             np.float32)
-        return self.layers(sentences)
+        if longest <= self.max_length:
+            return self._model_layers(sentences)
+        # Over-long sentences: every window a row of the same call, then put back in place.
+        pieces, places = [], []
+        for row, tokens in enumerate(sentences):
+            for start, stop in windows(len(tokens), self.max_length):
+                pieces.append(tokens[start:stop])
+                places.append((row, start, stop))
+        layers = self._model_layers(pieces)  # (num_windows, L + 1, <= max_length, 2P)
+        out = np.zeros((len(sentences), layers.shape[1], longest, layers.shape[3]),
+                       np.float32)  # (batch, L + 1, longest, 2P)
+        for piece, (row, start, stop) in enumerate(places):
+            out[row, :, start:stop] = layers[piece, :, :stop - start]
+        return out
 
 
 def _infer_function(bilm):

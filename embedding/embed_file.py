@@ -31,6 +31,21 @@ Rules:
   an HDF5 name (empty, ".", or containing "/") is refused with its line number.
 - The output file is written under a temporary name and renamed when complete: a failed
   or interrupted run leaves no partial file (an existing file is replaced only on success).
+  An interrupted run is restarted, not resumed: run the same command again; it starts
+  from the first line, and its first atomic write removes the killed run's temporary
+  (`keras_elmo.process.atomic_file`). (An HDF5 file cut off by `kill -9` cannot be trusted
+  to reopen, so nothing of it is reused.)
+- Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut at
+  `batch_size` sentences or `max_tokens` padded positions per biLM call, whichever comes
+  first; the next batch runs in a worker thread while this one is written and more lines
+  are read (`BiLMRunner`). One traced function serves every batch shape.
+- Input contract (docs/serving.md "Input contract"): one vector per token. A line that is not
+  UTF-8 is refused, naming the line, the sentence and the token; a token longer than
+  `max_characters_per_token - 2` bytes is cut there (docs/model.md section 1); a sentence
+  longer than `max_length` tokens runs in windows of `max_length` tokens
+  (`keras_elmo.embedding.sentence_windows`); an empty line is a zero-length dataset.
+- Equal to embedding each sentence alone (`ElmoEmbedder.embed_sentence`) within 1e-5
+  absolute in float32 (batching changes only the summation order of padded matmuls).
 
 Example:
 >>> summary = embed_file(bilm, "sentences.txt", "elmo.hdf5", batch_size=64)  # doctest: +SKIP
@@ -42,7 +57,9 @@ Example:
 import contextlib
 import json
 import os
+import resource
 import sqlite3
+import sys
 import tempfile
 import time
 
@@ -51,6 +68,7 @@ import numpy as np
 
 from keras_elmo.process.atomic_file import atomic_path
 from keras_elmo.embedding.bilm_runner import BiLMRunner
+from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
 from keras_elmo.process.progress import Progress
 from keras_elmo.text.tokenizers import check_tokenizer
@@ -98,14 +116,15 @@ class _SentenceIndex:
 
 def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_file=None,
                token_cache=None, keep_sentence_index=True, use_sentence_keys=False,
-               progress=True, tokenizer="whitespace"):
+               progress=True, tokenizer="whitespace", max_length=DEFAULT_MAX_LENGTH,
+               max_tokens=None):
     """Writes the ELMo vectors of every line of `input_path` to `output_path` (HDF5).
 
     Args:
         bilm: a stateless `keras_elmo.BiLM`.
         input_path: UTF-8 text, one tokenised sentence per line.
         output_path: the .hdf5 file to write (replaced if it exists).
-        batch_size: int, sentences per biLM call (64).
+        batch_size: int, most sentences per biLM call (64).
         output: `"all"` (every layer), `"top"` (the top layer) or `"mixed"` (one mixed
             vector per token).
         mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
@@ -115,10 +134,14 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         progress: bool, the progress line on stderr (or a `Progress`).
         tokenizer: how a line becomes tokens, a name of `keras_elmo.text.tokenizers.TOKENIZERS`
             (the model's own, for the vectors to mean what they did in training).
+        max_length: int, tokens per biLM window (512); longer sentences run in windows.
+        max_tokens: int or None, most padded token positions per biLM call (None: only
+            `batch_size` limits a batch).
 
     Returns:
         dict: `sentences`, `tokens`, `empty_lines`, `distinct_sentences` (None without the
-        index), `seconds`, `shape` (of one dataset, `n` for the token count).
+        index), `seconds`, `shape` (of one dataset, `n` for the token count),
+        `peak_memory_mib` (the process's peak resident memory so far).
     """
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}; received {output!r}.")
@@ -127,7 +150,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                          f"output={output!r}.")
     check_paths(input_path, output_path)
     check_tokenizer(tokenizer)
-    runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size)
+    runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size,
+                        max_length=max_length, max_tokens=max_tokens)
     mix = sentence_mix(runner.num_output_layers, mix_file) if output == "mixed" else None
     if not isinstance(progress, Progress):
         progress = Progress(count_lines(input_path), label="embed", enabled=bool(progress))
@@ -176,7 +200,14 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
     stats["seconds"] = time.perf_counter() - start
     dim = runner.output_dim
     stats["shape"] = ((runner.num_output_layers, "n", dim) if output == "all" else ("n", dim))
+    stats["peak_memory_mib"] = peak_memory_mib()
     return stats
+
+
+def peak_memory_mib():
+    """Peak resident memory of this process so far, MiB (`getrusage`'s `ru_maxrss`)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024  # bytes / KiB
 
 
 def _sentence_key(text, path, line_index):

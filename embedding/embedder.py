@@ -9,6 +9,15 @@ state between batches and so differs slightly on the first sentences it sees.
 Shapes: `L + 1` layers (the token layer, then one per biLSTM layer), `n` tokens,
 `2 * projection_dim` features (1024 for the published model).
 
+Input contract (docs/serving.md "Input contract"), the same as `keras-elmo embed` and the
+SavedModel's: one vector per token, always. A token may be `str` or `bytes`; invalid UTF-8
+bytes (or lone surrogates, e.g. from `surrogateescape`) are dropped inside the token, which
+stays (an empty word if nothing is left); a `bytes` sentence is split on whitespace before
+that, so an invalid byte is never a separator. A token longer than
+`max_characters_per_token - 2` bytes is cut there; a sentence longer than `max_length`
+tokens runs in windows of `max_length` tokens (`keras_elmo.embedding.sentence_windows`);
+an empty sentence gives `(L + 1, 0, 2P)`.
+
 Example:
 >>> from keras_elmo import ElmoEmbedder
 >>> embedder = ElmoEmbedder("runs/people_daily_small")  # doctest: +SKIP
@@ -25,6 +34,7 @@ import numpy as np
 
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo import constants
+from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.formats.model_files import resolve_model_files
 from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
 
@@ -55,6 +65,10 @@ class ElmoEmbedder:
             faster on CPUs with AVX512_BF16, vectors within about 1% of float32's (mean
             relative difference measured 0.4-1.0%). The output arrays are float32 either
             way.
+        max_length: int >= 1, tokens per biLM window (512): a longer sentence is embedded
+            in windows of this many tokens, its vectors put back whole.
+        max_tokens: int >= 1 or None, most padded token positions per biLM call (None:
+            `batch_size` alone limits a batch); bounds the activations' memory.
 
     Raises:
         ValueError / FileNotFoundError: a wrong combination of arguments or a missing file
@@ -62,13 +76,18 @@ class ElmoEmbedder:
     """
 
     def __init__(self, model_dir=None, options_file=None, weight_file=None, batch_size=64,
-                 token_cache=True, tokenizer=None, dtype="float32"):
+                 token_cache=True, tokenizer=None, dtype="float32",
+                 max_length=DEFAULT_MAX_LENGTH, max_tokens=None):
         if dtype not in constants.DTYPES:
             raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
                              f"dtype={dtype!r}.")
         options_file, weight_file, self.mix_file, vocab = resolve_model_files(
             model_dir, options_file, weight_file)
         self.batch_size = _check_batch_size(batch_size)
+        self.max_length = check_max_length(max_length)
+        if max_tokens is not None:
+            _check_batch_size(max_tokens, "max_tokens")
+        self.max_tokens = max_tokens
         self.tokenizer = resolve_tokenizer(tokenizer, options_file)
         from keras_elmo.models.bilm import BiLM
         from keras_elmo.embedding.loaders import load_token_cache
@@ -105,8 +124,9 @@ class ElmoEmbedder:
         """Yields float32 `(L + 1, n, 2P)` per sentence, in the input's order.
 
         Args:
-            sentences: iterable of token lists, or of strings (tokenised by the embedder's
-                tokenizer, like the lines of a file); read lazily.
+            sentences: iterable of token lists (`str` or `bytes` tokens), or of sentences
+                as `str` or `bytes` (tokenised by the embedder's tokenizer, like the lines
+                of a file); read lazily.
             batch_size: int, sentences per biLM call (default: the embedder's).
 
         Sentences are batched by length internally, a few batches at a time.
@@ -156,11 +176,12 @@ class ElmoEmbedder:
                           token_cache=self.token_cache,
                           keep_sentence_index=not forget_sentences,
                           use_sentence_keys=use_sentence_keys, progress=progress,
-                          tokenizer=self.tokenizer)
+                          tokenizer=self.tokenizer, max_length=self.max_length,
+                          max_tokens=self.max_tokens)
 
     def _token_lists(self, items, offset):
         """Token lists of a chunk of sentences; strings go through the tokenizer together."""
-        items = list(items)
+        items = [_text(item) for item in items]
         texts = [i for i, item in enumerate(items) if isinstance(item, str)]
         tokens = [_tokens(item, offset + i) if not isinstance(item, str) else None
                   for i, item in enumerate(items)]
@@ -175,14 +196,28 @@ class ElmoEmbedder:
         runners = self.__dict__.setdefault("_runners", {})  # one traced runner per batch size
         if batch_size not in runners:
             runners[batch_size] = BiLMRunner(self.bilm, token_cache=self.token_cache,
-                                             batch_size=batch_size, sort_batches=_SORT_BATCHES)
+                                             batch_size=batch_size, sort_batches=_SORT_BATCHES,
+                                             max_length=self.max_length,
+                                             max_tokens=self.max_tokens)
         return runners[batch_size]
 
 
-def _check_batch_size(batch_size):
+def _check_batch_size(batch_size, name="batch_size"):
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int; received {batch_size!r}.")
+        raise ValueError(f"{name} must be a positive int; received {batch_size!r}.")
     return batch_size
+
+
+def _text(item):
+    """Bytes become str with each invalid byte kept as a lone surrogate (`surrogateescape`):
+    never whitespace, so a bytes sentence splits where its valid text does, and dropped
+    inside its token by the char ids (`keras_elmo.text.characters.token_bytes`)."""
+    if isinstance(item, bytes):
+        return item.decode("utf-8", "surrogateescape")
+    if isinstance(item, (list, tuple)):
+        return [t.decode("utf-8", "surrogateescape") if isinstance(t, bytes) else t
+                for t in item]
+    return item
 
 
 def _tokens(item, index):

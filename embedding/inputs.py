@@ -12,9 +12,13 @@ Example:
 
 import itertools
 import os
+import re
 
-from keras_elmo.text.text_files import read_text_lines
+from keras_elmo.text.text_files import check_utf8
 from keras_elmo.text.tokenizers import tokenize
+
+#: ASCII whitespace around a faulty byte, to name the token that holds it.
+_ASCII_SPACE = re.compile(rb"[\t\n\v\f\r\x1c-\x1f ]")
 
 
 def count_lines(path):
@@ -31,11 +35,40 @@ def read_lines(path):
     """Yields `(index, text)` per line (0-based index), UTF-8, newline removed.
 
     Raises:
-        ValueError: a line is not UTF-8 (file and 1-based line named; the one policy of
-            `keras_elmo.text.text_files`).
+        ValueError: a line is not UTF-8 (the policy of `keras_elmo.text.text_files`: files
+            are refused, never repaired): one line naming the file, the 1-based line, the
+            sentence's 0-based index (its dataset key) and the token holding the fault.
     """
-    for line_number, text in read_text_lines(path):
-        yield line_number - 1, text
+    with open(path, "rb") as handle:
+        for index, raw in enumerate(handle):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise not_utf8_error(path, index, raw, error) from None
+            yield index, text.rstrip("\r\n")
+
+
+def check_utf8_sentences(path):
+    """Refuses a file that is not UTF-8 before any work, with `read_lines`' error (the
+    sentence and the token named); a fast block check when the file is fine."""
+    try:
+        check_utf8([path])
+    except ValueError:
+        for _ in read_lines(path):
+            pass
+        raise
+
+
+def not_utf8_error(path, index, raw, error):
+    """The one-line `ValueError` for line `index` (0-based) whose bytes `raw` are not UTF-8."""
+    starts = [m.end() for m in _ASCII_SPACE.finditer(raw, 0, error.start)]
+    start = starts[-1] if starts else 0
+    after = _ASCII_SPACE.search(raw, error.start)
+    token = raw[start:after.start() if after else len(raw)]
+    return ValueError(f"{path}, line {index + 1}: not UTF-8 (sentence {index}, token "
+                      f"{token!r}: {error.reason} at byte {error.start - start} of the token); "
+                      "expected UTF-8 text, one sentence per line (a file's invalid bytes are "
+                      "refused, never dropped).")
 
 
 def tokenized_lines(lines, tokenizer="whitespace", lines_per_call=256):

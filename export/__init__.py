@@ -30,6 +30,7 @@ _PUBLIC = {
     "find_model_files": "keras_elmo.formats.model_files",
     "load_mix_weights": "keras_elmo.export.mix_weights",
     "save_mix_weights": "keras_elmo.export.mix_weights",
+    "split_raw_text": "keras_elmo.export.raw_text",
     "split_whitespace": "keras_elmo.text.whitespace",
     "versioned_path": "keras_elmo.export.saved_model",
 }

@@ -16,6 +16,13 @@ ELMo documents them. The `default` signature also returns `tokens` tf.string
 `(batch, max_len)`, the in-graph whitespace split (padded with `""`), so a client can align
 the vectors with its words. Positions past a sentence's end are exactly zero.
 
+Input contract (docs/serving.md "Input contract"): one vector per token, always. Invalid
+UTF-8 bytes are dropped inside their token, which stays (`default` splits the raw bytes,
+`keras_elmo.export.raw_text`); a token longer than `C - 2` bytes is cut there; a sentence
+longer than `max_length` tokens is embedded in windows of `max_length` tokens
+(`keras_elmo.embedding.sentence_windows`), never refused; an empty sentence is an all-False
+row of `sequence_mask`.
+
 Trainable parts, as in TF Hub's ELMo: the module owns its variables (copies of the Keras
 weights, taken when it is made); `trainable_variables` are the mix's `s` (`L + 1` scalars)
 and `gamma`, `variables` all of them; the biLM's are non-trainable unless
@@ -37,11 +44,9 @@ from keras_elmo import constants
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
+from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.export.mix_weights import build_mix
-from keras_elmo.text.whitespace import split_whitespace
-
-#: Tokens per sentence a SavedModel accepts unless told otherwise (`--max-length`).
-DEFAULT_MAX_LENGTH = 512
+from keras_elmo.export.raw_text import split_raw_text
 #: Signature names, in the order `saved_model_cli` users see them documented.
 SIGNATURES = ("tokens", "default", "char_ids", "serving_default")
 
@@ -63,8 +68,9 @@ class ElmoModule(tf.Module):
             into its own variables when it is made.
         scalar_mix: a built `keras_elmo.ScalarMix` over the biLM's `L + 1` layers, or None
             for the even mix `softmax(zeros)`, `gamma = 1`.
-        max_length: int, most real tokens a sentence may have; a longer one fails the call
-            with `InvalidArgumentError` (never silently truncated).
+        max_length: int, tokens the biLM runs at once (512): a longer sentence is embedded
+            in consecutive windows of `max_length` tokens, each a sentence of its own
+            (`keras_elmo.embedding.sentence_windows`); never refused, never truncated.
         trainable_bilm: bool, make the biLM's variables trainable too, as TF Hub's elmo/1
             did (False: only the mix is trainable).
         name: module name.
@@ -98,8 +104,7 @@ class ElmoModule(tf.Module):
             raise ValueError("ElmoModule needs a stateless BiLM (a stateful one would carry "
                              "LSTM state from one serving request to the next); rebuild it "
                              "with stateful=False and copy the weights.")
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-            raise ValueError(f"max_length must be a positive int; received {max_length!r}.")
+        check_max_length(max_length)
         if not isinstance(trainable_bilm, bool):
             raise ValueError(f"trainable_bilm must be True or False; received "
                              f"{trainable_bilm!r}.")
@@ -190,7 +195,6 @@ class ElmoModule(tf.Module):
                 sequence_len, width,
                 message="tokens signature: sequence_len is larger than max_len, the width of "
                         "tokens"),
-            self._check_length(sequence_len, "tokens"),
         ]
         with tf.control_dependencies(checks):
             steps = _longest(sequence_len)
@@ -199,14 +203,14 @@ class ElmoModule(tf.Module):
         # empty word, as in `batch_to_ids`.
         ids = tf_token_char_ids(tokens[:, :steps], self.options.max_characters_per_token)
         ids = tf.where(real[..., tf.newaxis], ids, tf.zeros_like(ids))  # (batch, steps, C)
-        return self._embed(ids, width)
+        return self._embed(ids, sequence_len, width)
 
     def _default(self, text):
-        words = split_whitespace(_ensure_shape(text, [None]))  # (batch, (num_tokens))
+        # Raw bytes split on whitespace: a token of invalid UTF-8 is still a token.
+        words = split_raw_text(_ensure_shape(text, [None]))  # (batch, (num_tokens))
         lengths = tf.cast(words.row_lengths(), tf.int32)  # (batch,)
-        with tf.control_dependencies([self._check_length(lengths, "default")]):
-            ids = tf_ragged_char_ids(words, self.options.max_characters_per_token)
-        outputs = self._embed(ids, tf.shape(ids)[1])
+        ids = tf_ragged_char_ids(words, self.options.max_characters_per_token)
+        outputs = self._embed(ids, lengths, tf.shape(ids)[1])
         outputs["tokens"] = words.to_tensor(default_value="")  # (batch, max_len)
         return outputs
 
@@ -226,20 +230,12 @@ class ElmoModule(tf.Module):
                 present, tf.sequence_mask(lengths, width),
                 message="char_ids signature: an all-zero (padding) row comes before a real "
                         "token; real tokens must come first in each row"),
-            self._check_length(lengths, "char_ids"),
         ]
         with tf.control_dependencies(checks):
             steps = _longest(lengths)
-        return self._embed(char_ids[:, :steps], width)
+        return self._embed(char_ids[:, :steps], lengths, width)
 
     # --- shared ------------------------------------------------------------------------------
-    def _check_length(self, lengths, signature):
-        return tf.debugging.assert_less_equal(
-            lengths, tf.constant(self.max_length, tf.int32),
-            message=f"{signature} signature: a sentence has more than max_length="
-                    f"{self.max_length} tokens (this SavedModel's limit; split long "
-                    "sentences or re-export with a larger --max-length)")
-
     def _copy(self, variable, name, trainable):
         """A tf.Variable named `name` holding the Keras `variable`'s current value."""
         copy = tf.Variable(variable.numpy(), trainable=trainable, name=name)
@@ -255,12 +251,38 @@ class ElmoModule(tf.Module):
                                           *args, **kwargs)
         return outputs
 
-    def _embed(self, ids, width):
-        """Outputs for char ids `(batch, steps, C)`, zero-padded to `width` tokens."""
+    def _windows(self, ids, lengths):
+        """Rows of `lengths` tokens -> windows of at most `max_length` tokens.
+
+        Args:
+            ids: int32 `(batch, steps, C)`, real tokens first; lengths: int32 `(batch,)`.
+
+        Returns:
+            int32 `(num_windows, window_steps, C)` and their lengths `(num_windows,)`; a row
+            of `n` tokens gives `max(ceil(n / max_length), 1)` windows, in order.
+        """
+        size = tf.constant(self.max_length, tf.int32)
+        counts = tf.maximum((lengths + size - 1) // size, 1)  # (batch,)
+        index = tf.ragged.range(counts)  # (batch, (windows)): k-th window of its row
+        rows = index.value_rowids()  # (num_windows,)
+        window_lengths = tf.minimum(size, tf.gather(lengths, rows) - index.flat_values * size)
+        flat = tf.RaggedTensor.from_tensor(ids, lengths=lengths).flat_values  # (tokens, C)
+        windows = tf.RaggedTensor.from_row_lengths(flat, window_lengths)  # (W, (n_w), C)
+        return windows.to_tensor(), window_lengths  # (W, window_steps, C), (W,)
+
+    def _embed(self, ids, lengths, width):
+        """Outputs for char ids `(batch, steps, C)` with `lengths` `(batch,)` real tokens,
+        zero-padded to `width` tokens; over-long rows run in windows (see `_windows`)."""
+        window_ids, window_lengths = self._windows(ids, lengths)
         # The plain loop (no sequence_gradient): a tf.custom_gradient around a time loop in a
         # saved graph breaks every GradientTape call of the loaded function.
-        out = self._run(self._layers.bilm, ids, training=False)
-        layers, mask = out["layers"], out["mask"]  # (batch, L+1, steps, 2P), (batch, steps)
+        out = self._run(self._layers.bilm, window_ids, training=False)
+        per_window = tf.transpose(out["layers"], [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
+        tokens = tf.RaggedTensor.from_tensor(
+            per_window, lengths=window_lengths).flat_values  # (tokens, L+1, 2P), in order
+        rows = tf.RaggedTensor.from_row_lengths(tokens, lengths).to_tensor()  # (b, steps, L+1, 2P)
+        layers = tf.transpose(rows, [0, 2, 1, 3])  # (batch, L+1, steps, 2P)
+        mask = tf.sequence_mask(lengths, tf.shape(layers)[2])  # (batch, steps)
         if not self.trainable_bilm:
             # The biLM is fixed: a tape needs no backward pass through its time loops
             # (building one costs seconds on the first call of a loaded function).

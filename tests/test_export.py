@@ -179,29 +179,49 @@ def test_unicode_whitespace_splits_like_python(model):
         ["a", "b", "c", "d", "e", "x\u200by"]
 
 
-def test_invalid_utf8_is_dropped_like_the_python_path(model):
+def test_invalid_utf8_stays_a_token_its_bytes_dropped_inside_it(model):
+    """Issue 27: `b"\\xfe"` between spaces was dropped (three tokens in, two vectors out).
+    The raw bytes are split first (an invalid byte is never a space), then the char ids drop
+    the invalid bytes inside each token: `\\xfe` is the empty word."""
     fns = model["loaded"].signatures
-    raw = b"ab\xff c \xfe d"
+    raw = b"ab\xff c \xfe d \xff\xfe"
     graph = _numpy(fns["default"](text=tf.constant([raw])))
-    sentence = raw.decode("utf-8", "ignore").split()
-    python = _numpy(fns["char_ids"](char_ids=tf.constant(keras_elmo.batch_to_ids([sentence]))))
+    sentence = [t.encode("utf-8", "surrogateescape")
+                for t in raw.decode("utf-8", "surrogateescape").split()]
+    assert graph["tokens"].tolist() == [sentence] == [[b"ab\xff", b"c", b"\xfe", b"d",
+                                                       b"\xff\xfe"]]
+    assert graph["sequence_mask"].tolist() == [[True] * 5]
+    python = _numpy(fns["char_ids"](char_ids=tf.constant(keras_elmo.batch_to_ids(
+        [["ab", "c", "", "d", ""]]))))
     assert_outputs_close(graph, python, "invalid utf-8")
-    assert graph["tokens"].tolist() == [[b"ab", b"c", b"d"]]
 
 
-def test_sentences_longer_than_max_length_are_rejected_not_truncated(model):
+def test_sentences_longer_than_max_length_run_in_windows_in_every_signature(model):
+    """Issue 27: a sentence over max_length failed its whole batch ("Graph execution
+    error:"). Now it runs in windows of max_length tokens, one vector per token."""
     bilm = keras_elmo.BiLM.from_weights(model["options"], model["weights"])
     module = ElmoModule(bilm, max_length=3)
-    assert module.default(tf.constant(["a b c"]))["elmo"].shape == (1, 3, 16)
+    words = list("abcdefg")
+    alone = [np.asarray(bilm(keras_elmo.batch_to_ids([w]))["layers"])[0]
+             for w in (words[0:3], words[3:6], words[6:7])]
+    windows = np.concatenate(alone, axis=1)  # (L + 1, 7, 2P)
+    short = np.asarray(bilm(keras_elmo.batch_to_ids([["x", "y"]]))["layers"])[0]
+    calls = {
+        "default": module.default(tf.constant(["a b c d e f g", "x y"])),
+        "tokens": module.tokens(tf.constant([words, ["x", "y", "", "", "", "", ""]]),
+                                tf.constant([7, 2])),
+        "char_ids": module.char_ids(tf.constant(keras_elmo.batch_to_ids([words, ["x", "y"]])))}
+    for name, out in calls.items():
+        assert out["sequence_mask"].numpy().sum(axis=1).tolist() == [7, 2], name
+        for j in (1, 2):
+            np.testing.assert_allclose(out[f"lstm_outputs{j}"][0], windows[j], atol=1e-5,
+                                       err_msg=name)
+            np.testing.assert_allclose(out[f"lstm_outputs{j}"][1, :2], short[j], atol=1e-5,
+                                       err_msg=name)
+        assert not out["elmo"][1, 2:].numpy().any(), name
     # Padding past the real tokens does not count.
     wide = module.tokens(tf.constant([["a", "b", "", "", ""]]), tf.constant([2]))
     assert wide["elmo"].shape == (1, 5, 16)
-    calls = [lambda: module.default(tf.constant(["a b c d"])),
-             lambda: module.tokens(tf.constant([["a", "b", "c", "d"]]), tf.constant([4])),
-             lambda: module.char_ids(tf.constant(keras_elmo.batch_to_ids([list("abcd")])))]
-    for call in calls:
-        with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_length=3"):
-            call()
 
 
 @pytest.mark.parametrize("signature, inputs, message", [
