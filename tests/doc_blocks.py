@@ -63,10 +63,10 @@ RAW = ["他在会上发言。", "江泽民主席发表新年讲话。", "我爱�
 #: Text files the documents read -> their lines.
 STAND_IN_TEXTS = {
     "sentences.txt": SEGMENTED,
-    "train.txt": SEGMENTED * 3,
-    "data/people_daily/train.txt": SEGMENTED * 3,
+    "train.txt": SEGMENTED * 2,
+    "data/people_daily/train.txt": SEGMENTED * 2,
     "data/people_daily/heldout.txt": SEGMENTED[:3],
-    "data/people_daily_raw/train.txt": RAW * 3,
+    "data/people_daily_raw/train.txt": RAW * 2,
     "data/people_daily_raw/heldout.txt": RAW[:3],
     "reviews.txt": SEGMENTED * 2,
     "reviews_heldout.txt": SEGMENTED[:2],
