@@ -1,0 +1,165 @@
+"""The whole `keras-elmo embed --all` command against AllenNLP's `elmo` command code, interleaved.
+
+Times each command from process start to exit (Python start-up, imports, weight loading,
+reading, embedding, writing the HDF5 file) on the first `--sentences` x SCALE lines of
+People's Daily held-out text (`--data`, wrapping around when the file is shorter), with
+the published-size biLM and random weights written by our own writer (the files of
+`benchmarks/inference.py`, reused when present). Rates are the corpus' whitespace tokens
+per wall-clock second; peak memory is the child process's peak resident set (`wait4`'s
+`ru_maxrss`). In each round the commands run one after the other, their order alternating
+between rounds; the load is printed before and after every run.
+
+The peer is given as a command that takes `OPTIONS WEIGHTS IN.txt OUT.hdf5` (for example
+a wrapper around AllenNLP 0.9.0's `ElmoEmbedder.embed_file`, batch 64, all layers) with
+`--peer-command "..."`; it runs at `--peer-scales` only (at about 100 tokens/s, 16x the
+300 sentences takes it over 20 minutes). Without `--peer-command` only ours is timed.
+
+Reported per scale: median tokens/s with the range, peak MiB (largest of the runs), the
+ratio ours/peer of the medians, and seconds per 1,000 tokens (flat = linear in corpus size).
+The issue's goals: >= 3x the peer's tokens/s at 300 sentences, <= 1,280 MiB peak and below
+the peer's, time linear and memory flat over 1x / 4x / 16x.
+
+Example:
+    python benchmarks/embed_corpus.py --peer-command "bash PATH/TO/allennlp.sh embed-file"
+    python benchmarks/embed_corpus.py --scales 1 4 16 --repeats 3 --peer-scales 1
+    python benchmarks/embed_corpus.py --scales 1 --repeats 1 --ours-args "--max-tokens 1024"
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+_PEER_ENVIRONMENT = dict(os.environ)  # before _common sets our thread layout and oneDNN
+
+from _common import doc_parser, format_samples, median_spread, print_load, report  # noqa: E402
+from inference import published_files  # noqa: E402
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_DEFAULT_DATA = os.path.join(_ROOT, "data", "people_daily", "heldout.txt")
+
+
+def parse_args(argv):
+    parser = doc_parser(__doc__)
+    parser.add_argument("--data", default=_DEFAULT_DATA,
+                        help="held-out text, one tokenised sentence per line (default: "
+                             "data/people_daily/heldout.txt)")
+    parser.add_argument("--sentences", type=int, default=300, help="lines at scale 1 (300)")
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 4, 16],
+                        help="corpus sizes in units of --sentences (1 4 16)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="interleaved rounds at the smallest scale (3); 1 at the others")
+    parser.add_argument("--peer-command", default=None, metavar="CMD",
+                        help="the peer's command, given OPTIONS WEIGHTS IN OUT as its last "
+                             "four arguments (default: none, ours only)")
+    parser.add_argument("--peer-scales", type=int, nargs="*", default=[1],
+                        help="scales the peer runs at (1)")
+    parser.add_argument("--ours-args", default="",
+                        help="extra arguments of `keras-elmo embed` (e.g. '--max-tokens 1024')")
+    parser.add_argument("--model-dir", default=None,
+                        help="where the published-size random model is written/reused")
+    parser.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
+    args = parser.parse_args(argv)
+    if args.sentences < 1 or min(args.scales) < 1 or args.repeats < 1:
+        parser.error("--sentences, --scales and --repeats must be >= 1; received "
+                     f"{args.sentences}, {args.scales}, {args.repeats}")
+    if not os.path.isfile(args.data):
+        parser.error(f"--data {args.data} does not exist (expected the People's Daily "
+                     "held-out text, one tokenised sentence per line)")
+    return args
+
+
+def write_corpus(source, num_lines, path):
+    """The first `num_lines` lines of `source` (wrapping around); returns the token count."""
+    with open(source, encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle if line.strip()]
+    chosen = [lines[i % len(lines)] for i in range(num_lines)]
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(chosen) + "\n")
+    return sum(len(line.split()) for line in chosen)
+
+
+def run_measured(command, env):
+    """`(wall seconds, peak MiB)` of one child (`wait4`'s `ru_maxrss`, KiB on Linux)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.stderr.close()
+    if process.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} failed ({process.returncode}): "
+                           f"{stderr.decode('utf-8', 'replace')[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024.0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    options_file, weight_file = published_files("published", args.model_dir)
+    work = tempfile.mkdtemp(prefix="keras-elmo-embed-corpus-")
+    corpora = {}
+    for scale in sorted(set(args.scales)):
+        path = os.path.join(work, f"corpus_{scale}x.txt")
+        corpora[scale] = (path, write_corpus(args.data, args.sentences * scale, path))
+    ours_env = dict(os.environ)
+    commands = {
+        "keras-elmo": lambda inp, out: [
+            sys.executable, "-m", "keras_elmo.cli", "embed", inp, out, "--all",
+            "--options-file", options_file, "--weight-file", weight_file, "--quiet",
+            *shlex.split(args.ours_args)],
+    }
+    if args.peer_command:
+        commands["allennlp"] = lambda inp, out: [
+            *shlex.split(args.peer_command), options_file, weight_file, inp, out]
+    report("command keras-elmo", shlex.join(commands["keras-elmo"]("IN", "OUT.hdf5")))
+    if args.peer_command:
+        report("command allennlp", shlex.join(commands["allennlp"]("IN", "OUT.hdf5")))
+    print_load("before")
+    results = {}  # (name, scale) -> list of (seconds, peak MiB)
+    smallest = min(args.scales)
+    for scale in sorted(set(args.scales)):
+        path, tokens = corpora[scale]
+        report(f"corpus {scale}x", f"{args.sentences * scale:,} sentences, {tokens:,} tokens")
+        names = [n for n in commands if n == "keras-elmo" or scale in args.peer_scales]
+        for round_index in range(args.repeats if scale == smallest else 1):
+            order = names if round_index % 2 == 0 else names[::-1]
+            for name in order:
+                out = os.path.join(work, f"{name}_{scale}x_{round_index}.hdf5")
+                env = ours_env if name == "keras-elmo" else _PEER_ENVIRONMENT
+                load_before = os.getloadavg()[0]
+                seconds, peak = run_measured(commands[name](path, out), env)
+                load_after = os.getloadavg()[0]
+                results.setdefault((name, scale), []).append((seconds, peak))
+                report(f"run {name} {scale}x round {round_index + 1}",
+                       f"{seconds:.1f} s, {tokens / seconds:,.1f} tokens/s, peak "
+                       f"{peak:,.0f} MiB (load {load_before:.2f} -> {load_after:.2f})")
+                if not args.keep:
+                    os.remove(out)
+    print_load("after")
+    print()
+    for (name, scale), runs in sorted(results.items(), key=lambda item: (item[0][1], item[0][0])):
+        tokens = corpora[scale][1]
+        rates = [tokens / s for s, _ in runs]
+        report(f"{name} {scale}x", f"{format_samples(rates, 'tokens/s')}, peak "
+                                   f"{max(p for _, p in runs):,.0f} MiB, "
+                                   f"{1000 * median_spread([s for s, _ in runs])[0] / tokens:.2f} "
+                                   "s per 1,000 tokens")
+    for scale in sorted(set(args.scales)):
+        if ("allennlp", scale) in results:
+            tokens = corpora[scale][1]
+            ours = median_spread([tokens / s for s, _ in results[("keras-elmo", scale)]])[0]
+            peer = median_spread([tokens / s for s, _ in results[("allennlp", scale)]])[0]
+            report(f"ratio keras-elmo / allennlp {scale}x", f"{ours / peer:.2f}x tokens/s")
+    if not args.keep:
+        for path, _ in corpora.values():
+            os.remove(path)
+        os.rmdir(work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
