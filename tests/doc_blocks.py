@@ -13,7 +13,8 @@ under exactly the names the documents use (`STAND_IN_MODELS`, `STAND_IN_FILES`,
 vocab.txt) and a few sentences of text. A corpus of a few sentences also keeps every training
 command short whatever its time limit: the preset's epochs end it in a few steps. Blocks of
 one document run in order in one working directory (a later block reads what an earlier one
-wrote, as a reader's shell would), python blocks in one namespace.
+wrote, as a reader's shell would), python blocks in one namespace; `keras-elmo` commands run
+in the test's process through the console script's entry point (`run_shell`).
 
 Example:
     for block in document_blocks("README.md"):
@@ -162,21 +163,54 @@ def make_workspace(directory):
                         ignore=shutil.ignore_patterns("__pycache__", "results"))
 
 
+def shell_commands(code):
+    """The commands of a shell block, as argv lists: continuation lines joined, comments
+    dropped, `nice -n N` in front removed (a scheduling hint, nothing to test)."""
+    import shlex
+
+    commands = []
+    for line in code.replace("\\\n", " ").splitlines():
+        argv = shlex.split(line, comments=True)
+        if argv[:1] == ["nice"] and argv[1:2] == ["-n"]:
+            argv = argv[3:]
+        if argv:
+            commands.append(argv)
+    return commands
+
+
 def run_shell(block, directory, timeout=900):
-    """Runs a shell block with `bash -euo pipefail` in `directory`; `keras-elmo` and
-    `python` are this interpreter's. Returns the CompletedProcess."""
-    bin_dir = os.path.join(directory, ".bin")
-    os.makedirs(bin_dir, exist_ok=True)
-    for name, target in (("python", [sys.executable]),
-                         ("keras-elmo", [sys.executable, "-m", "keras_elmo.cli"])):
-        path = os.path.join(bin_dir, name)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write("#!/bin/sh\nexec " + " ".join(target) + ' "$@"\n')
-        os.chmod(path, 0o755)
-    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
-               KERAS_ELMO_CACHE=os.path.join(directory, ".cache"))
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=directory,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    """Runs a shell block in `directory`, command by command as a user's shell would, and
+    returns `(exit code, output)` of the first failing command (or `(0, output)`).
+
+    `keras-elmo ARGS` runs in this process through `keras_elmo.cli.main.main(ARGS)`, the
+    entry point of the console script (no second TensorFlow start-up per command); any
+    other command runs in bash, with `python` this interpreter."""
+    import contextlib
+    import io
+
+    from keras_elmo.cli.main import main
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""), KERAS_ELMO_CACHE=os.path.join(directory, ".cache"))
+    output = io.StringIO()
+    for argv in shell_commands(block.code):
+        if argv[0] == "keras-elmo":
+            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+                try:
+                    code = main(argv[1:])
+                except SystemExit as exit_:  # argparse's errors
+                    code = exit_.code
+        else:
+            import shlex
+
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", shlex.join(argv)],
+                                  cwd=directory, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+            code = done.returncode
+            output.write(done.stdout + done.stderr)
+        if code:
+            return code, f"$ {' '.join(argv)}\n{output.getvalue()[-3000:]}"
+    return 0, output.getvalue()
 
 
 def run_python(block, namespace):

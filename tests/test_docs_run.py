@@ -12,10 +12,25 @@ import io
 import pytest
 
 import doc_blocks
+# Imported here, not first inside a test: segment_files binds sys.stderr as a default when
+# imported, and a test's captured stderr is closed after that test.
+import keras_elmo.training.segmented_corpus  # noqa: F401
 
 #: Documents whose blocks train a biLM or export one (tens of seconds): slow.
 SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",
         "docs/migrating.md"}
+#: What a document's blocks leave in its working directory: checked after they ran.
+WRITTEN = {
+    "README.md": ["tagger.keras", "runs/pd/weights.hdf5", "runs/pd_raw_jieba/weights.hdf5",
+                  "runs/pd/saved_model/1/saved_model.pb", "out/saved_model.pb",
+                  "embeddings.hdf5", "top.hdf5", "elmo.hdf5", "converted/weights.hdf5"],
+    "docs/migrating.md": ["serving/elmo/1/saved_model.pb", "elmo_layers.hdf5", "elmo_top.hdf5",
+                          "elmo.hdf5", "token_embeddings.hdf5", "vocab.txt", "run/weights.hdf5"],
+    "docs/training.md": ["runs/pd/weights.hdf5", "runs/reviews/weights.hdf5"],
+    "docs/serving.md": ["serving/elmo/1/saved_model.pb", "serving/elmo/2/saved_model.pb"],
+    "examples/README.md": ["elmo.hdf5", "mixed.hdf5", "data/people_daily_raw/vocab.txt",
+                           "runs/pd_raw_jieba/weights.hdf5"],
+}
 
 
 def test_every_document_has_blocks_and_every_skip_a_reason():
@@ -47,6 +62,7 @@ def test_a_skip_marker_must_stand_right_before_a_fence(tmp_path, monkeypatch):
     pytest.param(document, marks=[pytest.mark.slow] if document in SLOW else [])
     for document in doc_blocks.DOCUMENTS])
 def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERAS_ELMO_CACHE", str(tmp_path / ".cache"))  # jieba's segmentations
     blocks = doc_blocks.document_blocks(document)
     doc_blocks.make_workspace(str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -64,13 +80,14 @@ def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
                 pytest.fail(f"{block.where} failed: {type(error).__name__}: {error}\n"
                             f"{block.code}")
         else:
-            done = doc_blocks.run_shell(block, str(tmp_path))
-            assert done.returncode == 0, (f"{block.where} failed (exit {done.returncode}):\n"
-                                          f"{block.code}\n{done.stderr[-3000:]}")
+            code, output = doc_blocks.run_shell(block, str(tmp_path))
+            assert code == 0, f"{block.where} failed (exit {code}):\n{block.code}\n{output}"
         ran.append(block)
     with capsys.disabled():
         print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped"
               + "".join(f"\n  skipped {block.where}: {block.skip}" for block in skipped))
+    for path in WRITTEN.get(document, []):
+        assert (tmp_path / path).exists(), f"{document}: its blocks did not write {path}"
 
 
 @pytest.mark.parametrize("name, obj", doc_blocks.public_objects(),
