@@ -5,7 +5,7 @@ Example:
         "他 会 说 英语 。" --word 会
     keras-elmo neighbors "他 会 说 英语 。" --word 会 --corpus heldout.txt \\
         --options my_options.json --weights my_weights.hdf5
-    keras-elmo neighbors runs/pd_raw_jieba --corpus raw_heldout.txt "他会说英语。" --word 会
+    keras-elmo neighbors runs/pd_raw_jieba --corpus raw_heldout.txt "他在会上发言。" --word 会上
 """
 
 import os

@@ -45,6 +45,52 @@ def test_every_document_has_blocks_and_every_skip_a_reason():
     assert sum(block.skip is None for block in readme) >= 8  # the README's own code runs
 
 
+def test_every_subcommand_runs_in_a_document():
+    """Each `keras-elmo` subcommand has an example that runs (`data` needs the network: it
+    runs with a faked download in tests/test_cli_argument_order.py)."""
+    from keras_elmo.cli.main import COMMANDS
+
+    ran, skipped = set(), set()
+    for document in doc_blocks.DOCUMENTS:
+        for block in doc_blocks.document_blocks(document):
+            if block.language == "shell":
+                names = {argv[1] for argv in doc_blocks.shell_commands(block.code)
+                         if argv[0] == "keras-elmo" and len(argv) > 1}
+                (skipped if block.skip else ran).update(names)
+    assert set(COMMANDS) - {"data"} <= ran, set(COMMANDS) - ran
+    assert "data" in skipped
+
+
+def _cli_docstring_commands():
+    """`(module, argv)` of every `keras-elmo` line in the docstrings of cli/*.py."""
+    import glob
+    import os
+    import shlex
+
+    commands = []
+    for path in sorted(glob.glob(os.path.join(doc_blocks.ROOT, "cli", "[a-z]*.py"))):
+        module = "keras_elmo.cli." + os.path.basename(path)[:-3]
+        doc = __import__(module, fromlist=["_"]).__doc__ or ""
+        for line in doc.replace("\\\n", " ").splitlines():
+            if line.strip().startswith("keras-elmo "):
+                commands.append((module, shlex.split(line, comments=True)))
+    return commands
+
+
+@pytest.mark.parametrize("module, argv", _cli_docstring_commands(),
+                         ids=[" ".join(argv[1:3]) for _, argv in _cli_docstring_commands()])
+def test_cli_docstring_examples_parse(module, argv):
+    """The command lines of the cli modules' docstrings are valid as written (what they do
+    runs in the documents' blocks above, on the same commands)."""
+    from keras_elmo.cli.main import build_parser
+
+    if argv[1:] == ["--help"]:
+        return
+    args, unknown = build_parser().parse_known_args(argv[1:])
+    assert unknown == [], (module, argv)
+    assert args.command == argv[1]
+
+
 def test_a_skip_marker_must_stand_right_before_a_fence(tmp_path, monkeypatch):
     (tmp_path / "doc.md").write_text("<!-- doc-test: skip (GPU) -->\n\n```bash\nls\n```\n")
     monkeypatch.setattr(doc_blocks, "ROOT", str(tmp_path))
