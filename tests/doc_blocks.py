@@ -178,22 +178,46 @@ def shell_commands(code):
     return commands
 
 
+#: Shell words that change the shell itself: a block using one runs in one bash process.
+_SHELL_STATE = ("export", "cd", "source", ".", "set", "unset", "alias")
+
+
 def run_shell(block, directory, timeout=900):
-    """Runs a shell block in `directory`, command by command as a user's shell would, and
-    returns `(exit code, output)` of the first failing command (or `(0, output)`).
+    """Runs a shell block in `directory` as a user's shell would; returns `(exit code,
+    output)` of the first failing command (or `(0, output)`).
 
     `keras-elmo ARGS` runs in this process through `keras_elmo.cli.main.main(ARGS)`, the
     entry point of the console script (no second TensorFlow start-up per command); any
-    other command runs in bash, with `python` this interpreter."""
+    other command runs in bash, with `python` this interpreter. A block that changes the
+    shell (`export`, `cd`, `VAR=value`) runs whole in one bash, `keras-elmo` then being
+    `python -m keras_elmo.cli`."""
     import contextlib
     import io
+    import shlex
 
     from keras_elmo.cli.main import main
 
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
-               + os.environ.get("PATH", ""), KERAS_ELMO_CACHE=os.path.join(directory, ".cache"))
+    bin_dir = os.path.join(directory, ".bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    for name, command in (("python", f'exec "{sys.executable}" "$@"'),
+                          ("keras-elmo", f'exec "{sys.executable}" -m keras_elmo.cli "$@"')):
+        path = os.path.join(bin_dir, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f"#!/bin/sh\n{command}\n")
+        os.chmod(path, 0o755)
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+               KERAS_ELMO_CACHE=os.path.join(directory, ".cache"))
+
+    def bash(code):
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=directory, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        return done.returncode, done.stdout + done.stderr
+
+    commands = shell_commands(block.code)
+    if any(argv[0] in _SHELL_STATE or "=" in argv[0] for argv in commands):
+        return bash(block.code)
     output = io.StringIO()
-    for argv in shell_commands(block.code):
+    for argv in commands:
         if argv[0] == "keras-elmo":
             with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
                 try:
@@ -201,15 +225,10 @@ def run_shell(block, directory, timeout=900):
                 except SystemExit as exit_:  # argparse's errors
                     code = exit_.code
         else:
-            import shlex
-
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", shlex.join(argv)],
-                                  cwd=directory, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-            code = done.returncode
-            output.write(done.stdout + done.stderr)
+            code, text = bash(shlex.join(argv))
+            output.write(text)
         if code:
-            return code, f"$ {' '.join(argv)}\n{output.getvalue()[-3000:]}"
+            return code, f"$ {shlex.join(argv)}\n{output.getvalue()[-3000:]}"
     return 0, output.getvalue()
 
 

@@ -19,6 +19,9 @@ import keras_elmo.training.segmented_corpus  # noqa: F401
 #: Documents whose blocks train a biLM or export one (tens of seconds): slow.
 SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",
         "docs/migrating.md"}
+#: Blocks run and skipped so far in this session, over all documents (printed with each).
+TOTALS = {"ran": 0, "skipped": 0}
+
 #: What a document's blocks leave in its working directory: checked after they ran.
 WRITTEN = {
     "README.md": ["tagger.keras", "runs/pd/weights.hdf5", "runs/pd_raw_jieba/weights.hdf5",
@@ -129,8 +132,11 @@ def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
             code, output = doc_blocks.run_shell(block, str(tmp_path))
             assert code == 0, f"{block.where} failed (exit {code}):\n{block.code}\n{output}"
         ran.append(block)
+    TOTALS["ran"] += len(ran)
+    TOTALS["skipped"] += len(skipped)
     with capsys.disabled():
-        print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped"
+        print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped (documents so far: "
+              f"{TOTALS['ran']} ran, {TOTALS['skipped']} skipped)"
               + "".join(f"\n  skipped {block.where}: {block.skip}" for block in skipped))
     for path in WRITTEN.get(document, []):
         assert (tmp_path / path).exists(), f"{document}: its blocks did not write {path}"
