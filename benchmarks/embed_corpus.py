@@ -82,7 +82,8 @@ def write_corpus(source, num_lines, path):
 
 
 def run_measured(command, env):
-    """`(wall seconds, peak MiB)` of one child (`wait4`'s `ru_maxrss`, KiB on Linux)."""
+    """`(wall seconds, peak MiB, CPU seconds)` of one child (`wait4`'s `ru_maxrss`, KiB on
+    Linux; user + system time, steadier than wall time on a busy machine)."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env=env)
@@ -94,7 +95,7 @@ def run_measured(command, env):
     if process.returncode != 0:
         raise RuntimeError(f"{shlex.join(command)} failed ({process.returncode}): "
                            f"{stderr.decode('utf-8', 'replace')[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024.0
+    return seconds, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None):
@@ -131,29 +132,35 @@ def main(argv=None):
                 out = os.path.join(work, f"{name}_{scale}x_{round_index}.hdf5")
                 env = ours_env if name == "keras-elmo" else _PEER_ENVIRONMENT
                 load_before = os.getloadavg()[0]
-                seconds, peak = run_measured(commands[name](path, out), env)
+                seconds, peak, cpu = run_measured(commands[name](path, out), env)
                 load_after = os.getloadavg()[0]
-                results.setdefault((name, scale), []).append((seconds, peak))
+                results.setdefault((name, scale), []).append((seconds, peak, cpu))
                 report(f"run {name} {scale}x round {round_index + 1}",
                        f"{seconds:.1f} s, {tokens / seconds:,.1f} tokens/s, peak "
-                       f"{peak:,.0f} MiB (load {load_before:.2f} -> {load_after:.2f})")
+                       f"{peak:,.0f} MiB, {cpu:.1f} CPU s (load {load_before:.2f} -> "
+                       f"{load_after:.2f})")
                 if not args.keep:
                     os.remove(out)
     print_load("after")
     print()
     for (name, scale), runs in sorted(results.items(), key=lambda item: (item[0][1], item[0][0])):
         tokens = corpora[scale][1]
-        rates = [tokens / s for s, _ in runs]
+        rates = [tokens / s for s, _, _ in runs]
+        seconds = median_spread([s for s, _, _ in runs])[0]
+        cpu = median_spread([c for _, _, c in runs])[0]
         report(f"{name} {scale}x", f"{format_samples(rates, 'tokens/s')}, peak "
-                                   f"{max(p for _, p in runs):,.0f} MiB, "
-                                   f"{1000 * median_spread([s for s, _ in runs])[0] / tokens:.2f} "
-                                   "s per 1,000 tokens")
+                                   f"{max(p for _, p, _ in runs):,.0f} MiB, "
+                                   f"{1000 * seconds / tokens:.2f} s and "
+                                   f"{1000 * cpu / tokens:.2f} CPU s per 1,000 tokens")
     for scale in sorted(set(args.scales)):
         if ("allennlp", scale) in results:
             tokens = corpora[scale][1]
-            ours = median_spread([tokens / s for s, _ in results[("keras-elmo", scale)]])[0]
-            peer = median_spread([tokens / s for s, _ in results[("allennlp", scale)]])[0]
-            report(f"ratio keras-elmo / allennlp {scale}x", f"{ours / peer:.2f}x tokens/s")
+            ours, peer = (median_spread([tokens / s for s, _, _ in results[(name, scale)]])[0]
+                          for name in ("keras-elmo", "allennlp"))
+            ours_cpu, peer_cpu = (median_spread([c for _, _, c in results[(name, scale)]])[0]
+                                  for name in ("keras-elmo", "allennlp"))
+            report(f"ratio keras-elmo / allennlp {scale}x",
+                   f"{ours / peer:.2f}x tokens/s (wall), {peer_cpu / ours_cpu:.2f}x by CPU time")
     if not args.keep:
         for path, _ in corpora.values():
             os.remove(path)

@@ -8,6 +8,11 @@ handed back one by one with their keys; memory holds one window of text and two 
 outputs, whatever the input's size. A sentence's vectors do not depend on its batch-mates
 (the biLM is stateless and masks padding), so the reordering changes nothing but speed.
 
+Without a vocabulary `token_cache`, the char CNN runs once per distinct token seen
+(`keras_elmo.embedding.token_vectors.TokenVectorMemo`, in bounded chunks) and the biLSTM
+from those vectors: text repeats its words, and the char CNN's large activations no
+longer grow with the batch.
+
 A sentence longer than `max_length` tokens runs as windows of `max_length` tokens in the
 same call, and its vectors come back whole (`keras_elmo.embedding.sentence_windows`).
 
@@ -28,13 +33,19 @@ import weakref
 
 import numpy as np
 
+from keras_elmo.embedding.token_vectors import TokenVectorMemo
 from keras_elmo.embedding.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
                                                    num_windows, windows)
 
 #: Batches per sorting window.
 DEFAULT_SORT_BATCHES = 32
-#: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`).
-DEFAULT_MAX_TOKENS = 2048
+#: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`). The
+#: published LSTM's activations cost about 0.26 MB per position (all four layer-directions'
+#: hoisted input products, 4 * 4096 floats each, alive at once) over a ~1,050 MiB process
+#: after loading. Measured 2026-11-25 (AVX512 CPU, oneDNN on, 300 People's Daily
+#: sentences, whole command): 768 -> 1,266 MiB peak, 1024 -> 1,336, 2048 -> 1,468; by CPU
+#: time 2048 is ~10% faster than 1024 and 1024 ~3% faster than 768.
+DEFAULT_MAX_TOKENS = 768
 #: biLM -> its traced inference function (char ids -> layers), shared by all runners.
 _INFER_FUNCTIONS = weakref.WeakKeyDictionary()
 
@@ -52,16 +63,20 @@ class BiLMRunner:
         max_tokens: int >= 1 or None, most padded token positions per biLM call (rows x
             longest row, windows counted as rows); None: `batch_size` alone. A sentence
             above the budget on its own runs alone.
+        memoize_tokens: bool, without `token_cache` run the char CNN once per distinct
+            token (`TokenVectorMemo`; True); False: the char path on every batch.
     """
 
     def __init__(self, bilm, token_cache=None, batch_size=64, sort_batches=DEFAULT_SORT_BATCHES,
-                 max_length=DEFAULT_MAX_LENGTH, max_tokens=None):
+                 max_length=DEFAULT_MAX_LENGTH, max_tokens=None, memoize_tokens=True):
         for name, value in (("batch_size", batch_size), ("sort_batches", sort_batches),
                             ("max_tokens", 1 if max_tokens is None else max_tokens)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int; received {value!r}.")
         self.max_length = check_max_length(max_length)
         self.max_tokens = max_tokens
+        self.token_memo = (TokenVectorMemo(bilm) if memoize_tokens and token_cache is None
+                           else None)
         if getattr(bilm, "stateful", False):
             raise ValueError("BiLMRunner needs a stateless biLM (a stateful one would make a "
                              "sentence's vectors depend on the sentences before it).")
@@ -79,6 +94,8 @@ class BiLMRunner:
         """One biLM call: float32 numpy `(batch, L + 1, max_len, 2P)`, zero past each end."""
         if self.token_cache is not None:
             return np.asarray(self.token_cache(sentences)["layers"])
+        if self.token_memo is not None:
+            return self.token_memo.layers(sentences)
         return np.asarray(self._infer(self._char_ids(sentences)))
 
     def iter_batches(self, keyed_sentences):

@@ -38,7 +38,9 @@ Rules:
 - Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut at
   `batch_size` sentences or `max_tokens` padded positions per biLM call, whichever comes
   first; the next batch runs in a worker thread while this one is written and more lines
-  are read (`BiLMRunner`). One traced function serves every batch shape.
+  are read (`BiLMRunner`). Without a vocabulary `token_cache` the char CNN runs once per
+  distinct token of the file (`keras_elmo.embedding.token_vectors`). One trace of each
+  function serves every batch shape.
 - Input contract (docs/serving.md "Input contract"): one vector per token. A line that is not
   UTF-8 is refused, naming the line, the sentence and the token; a token longer than
   `max_characters_per_token - 2` bytes is cut there (docs/model.md section 1); a sentence

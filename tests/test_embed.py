@@ -239,10 +239,13 @@ def test_runners_of_one_bilm_share_one_trace(model, text_file, tmp_path):
     _, bilm = model
     first, second = BiLMRunner(bilm, batch_size=2), BiLMRunner(bilm, batch_size=5)
     assert first._infer is second._infer
+    memo = first.token_memo  # the file path: the char CNN once per token, then the biLSTM
+    assert memo._contextualize is second.token_memo._contextualize
     for size in (2, 3):
         embed_file(bilm, text_file, str(tmp_path / f"o{size}.hdf5"), batch_size=size,
                    progress=False)
-    assert first._infer.experimental_get_tracing_count() == 1
+    assert memo._char_cnn.experimental_get_tracing_count() == 1
+    assert memo._contextualize.experimental_get_tracing_count() == 1
 
 
 def test_a_failing_batch_in_the_worker_reaches_the_caller(model):

@@ -18,6 +18,7 @@ from keras_elmo import ElmoEmbedder
 from keras_elmo.cli.main import main
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.embed_file import embed_file
+from keras_elmo.embedding.token_vectors import TokenVectorMemo
 from keras_elmo.process.progress import Progress
 
 #: The stated float32 tolerance of a batched file against one-by-one embedding.
@@ -64,28 +65,48 @@ def test_batches_keep_to_the_token_budget_and_the_sentence_cap(model):
 
 @pytest.mark.parametrize("max_tokens, max_length", [(None, 512), (12, 512), (6, 4)])
 def test_file_equals_one_by_one_embedding(model, corpus, tmp_path, max_tokens, max_length):
-    directory, embedder = model
+    """The file (token budget, sorted batches, token memo, windows) against each sentence
+    run alone through the char path, window by window."""
+    _, embedder = model
     path, lines = corpus
     out = str(tmp_path / "out.hdf5")
     embed_file(embedder.bilm, path, out, batch_size=4, progress=False, max_tokens=max_tokens,
                max_length=max_length)
-    one = ElmoEmbedder(directory, token_cache=False, max_length=max_length)
+    alone = BiLMRunner(embedder.bilm, batch_size=1, memoize_tokens=False,
+                       max_length=max_length)
     with h5py.File(out, "r") as f:
         for i, line in enumerate(lines):
-            alone = one.embed_sentence(line.split())  # (L + 1, n, 2P), batch of one
-            assert f[str(i)].shape == alone.shape == (3, LENGTHS[i], 16)
-            np.testing.assert_allclose(f[str(i)][...], alone, atol=ATOL, rtol=0)
+            expected = alone.layers([line.split()])[0]  # (L + 1, n, 2P), a batch of one
+            assert f[str(i)].shape == expected.shape == (3, LENGTHS[i], 16)
+            np.testing.assert_allclose(f[str(i)][...], expected, atol=ATOL, rtol=0)
+
+
+def test_token_memo_encodes_each_distinct_token_once_within_its_bound(model):
+    _, embedder = model
+    sentences = [["a", "b", "a"], ["b", "c"], [], ["a", "d", "e", "f"]]
+    reference = BiLMRunner(embedder.bilm, memoize_tokens=False).layers(sentences)
+    memo = TokenVectorMemo(embedder.bilm, max_entries=4, chunk_tokens=2)
+    np.testing.assert_allclose(memo.layers(sentences[:2]), BiLMRunner(
+        embedder.bilm, memoize_tokens=False).layers(sentences[:2]), atol=ATOL, rtol=0)
+    assert memo.computed == 3 and len(memo) == 3  # a, b, c
+    np.testing.assert_allclose(memo.layers(sentences), reference, atol=ATOL, rtol=0)
+    assert memo.computed == 6 and len(memo) == 4  # d, e, f new; room for one of them
+    memo.layers([["e", "f"]])
+    assert memo.computed == 8  # not kept: computed again, still right
+    with pytest.raises(ValueError, match="chunk_tokens must be an int >= 1; received 0"):
+        TokenVectorMemo(embedder.bilm, chunk_tokens=0)
 
 
 def test_one_trace_for_every_batch_shape(model, corpus, tmp_path):
+    """Budgets, windows and batch sizes change the shapes, never the traced functions."""
     _, embedder = model
     path, _ = corpus
-    runner = BiLMRunner(embedder.bilm)
-    before = runner._infer.experimental_get_tracing_count()
+    functions = BiLMRunner(embedder.bilm).token_memo._char_cnn, BiLMRunner(
+        embedder.bilm).token_memo._contextualize
     for max_tokens, max_length in ((None, 512), (7, 3), (20, 2)):
         embed_file(embedder.bilm, path, str(tmp_path / f"o{max_tokens}.hdf5"), batch_size=3,
                    progress=False, max_tokens=max_tokens, max_length=max_length)
-    assert runner._infer.experimental_get_tracing_count() == max(before, 1)
+    assert [f.experimental_get_tracing_count() for f in functions] == [1, 1]
 
 
 class _Terminal(io.StringIO):
