@@ -55,10 +55,10 @@ class AnyOrderParser(argparse.ArgumentParser):
     _MISSING = "the following arguments are required: "
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.subcommands = None  # the subparsers action, once add_subparsers is called
         self._list_options = []  # flags with nargs "+" or "*" (they take every word after them)
         self._intermixed = False  # inside parse_known_intermixed_args (which calls us back)
+        self.subcommands = None  # the subparsers action, once add_subparsers is called
+        super().__init__(*args, **kwargs)  # adds -h through add_argument
 
     def add_subparsers(self, **kwargs):
         """argparse's `add_subparsers`; remembers the action (`self.subcommands`)."""
@@ -111,8 +111,9 @@ COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbor
 
 
 def build_parser():
-    """The argparse parser with every available subcommand (`parser.subcommands` maps each
-    name to its own parser)."""
+    """The argparse parser with every available subcommand (`parser.subcommands.choices`
+    maps each name to its own parser); options go anywhere in a subcommand
+    (`AnyOrderParser`)."""
     parser = AnyOrderParser(
         prog="keras-elmo",
         description="Train, convert, export and use ELMo biLMs (TensorFlow 2 / Keras 3).")
