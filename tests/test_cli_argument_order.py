@@ -15,9 +15,6 @@ import pytest
 
 import keras_elmo
 from keras_elmo.cli.main import build_parser, main
-# Imported here, not first inside a test: segment_files binds sys.stderr as a default when
-# imported, and a test's captured stderr is closed after that test.
-import keras_elmo.training.segmented_corpus  # noqa: F401
 from test_people_daily import fake_pip, split_for_test  # noqa: F401 (fixture)
 
 #: subcommand -> (argv in the README's order, argv in another order, expected values).

@@ -12,9 +12,6 @@ import io
 import pytest
 
 import doc_blocks
-# Imported here, not first inside a test: segment_files binds sys.stderr as a default when
-# imported, and a test's captured stderr is closed after that test.
-import keras_elmo.training.segmented_corpus  # noqa: F401
 
 #: Documents whose blocks train a biLM or export one (tens of seconds): slow.
 SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",

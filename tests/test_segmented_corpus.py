@@ -83,3 +83,13 @@ def test_batches_hold_the_jieba_token_ids(raw):
 def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KERAS_ELMO_CACHE", str(tmp_path))
     assert segmented_corpus.default_cache_dir() == os.path.join(str(tmp_path), "segmented")
+
+
+def test_the_note_goes_to_the_stderr_of_the_call_not_of_the_import(raw, monkeypatch):
+    # A stream bound at import (a test's captured stderr, closed since) must not be used.
+    import io
+
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    (cached,) = segment_files([raw], "jieba")
+    assert stream.getvalue().startswith(f"segmenting {raw} with jieba (once) -> {cached}")

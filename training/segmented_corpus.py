@@ -38,7 +38,12 @@ def default_cache_dir():
     return os.path.join(root, "segmented")
 
 
-def segment_files(files, tokenizer, cache_dir=None, stream=sys.stderr):
+#: `segment_files`' default stream: the `sys.stderr` of the moment of the call (a default
+#: read at import would keep a stream a test or a host program has since replaced).
+_STDERR = object()
+
+
+def segment_files(files, tokenizer, cache_dir=None, stream=_STDERR):
     """The files the tf.data pipeline reads for `files` under `tokenizer`.
 
     In-graph tokenisers return `files` unchanged; a Python tokeniser (jieba) returns the
@@ -48,7 +53,8 @@ def segment_files(files, tokenizer, cache_dir=None, stream=sys.stderr):
         files: list of str, UTF-8 text files, one sentence per line.
         tokenizer: a name of `keras_elmo.text.tokenizers.TOKENIZERS`.
         cache_dir: str or None (`default_cache_dir()`).
-        stream: where a one-line note goes when a file is segmented (None: silent).
+        stream: where a one-line note goes when a file is segmented (default: the
+            current `sys.stderr`; None: silent).
 
     Returns:
         list of str, one path per input file, in order.
@@ -60,6 +66,8 @@ def segment_files(files, tokenizer, cache_dir=None, stream=sys.stderr):
     if tokenizers.is_in_graph(tokenizer):
         return list(files)
     cache_dir = cache_dir or default_cache_dir()
+    if stream is _STDERR:
+        stream = sys.stderr
     return [_segmented(os.fspath(path), tokenizer, cache_dir, stream) for path in files]
 
 
