@@ -15,6 +15,7 @@ Example:
         --vocab reviews_vocab.txt --max-minutes 10
 """
 
+import argparse
 import contextlib
 import os
 import sys
@@ -22,6 +23,7 @@ import sys
 from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo.process.cpu_setup import describe_cpu
 from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
+from keras_elmo.training.config import PRECISIONS
 from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer
 
 #: Exit codes of a run stopped by a signal (128 + signal number, as a shell reports it).
@@ -51,8 +53,12 @@ def add_parser(subparsers):
     parser.add_argument("--config", metavar="JSON",
                         help="options.json-shaped file (may be partial) over the preset")
     for key, (flag, kind, help_text) in CONFIG_FLAGS.items():
-        choices = {"tokenizer": TOKENIZERS,
-                   "optimizer": ("adagrad", "adam")}.get(key)
+        if kind is bool:  # --flag / --no-flag; unset: the preset's or the saved value
+            parser.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
+                                default=None, help=help_text)
+            continue
+        choices = {"tokenizer": TOKENIZERS, "optimizer": ("adagrad", "adam"),
+                   "precision": PRECISIONS}.get(key)
         parser.add_argument(flag, dest=key, type=kind, choices=choices,
                             metavar=None if choices else kind.__name__.upper(), help=help_text)
     parser.add_argument("--max-steps", type=int, metavar="N",

@@ -34,6 +34,12 @@ CONFIG_FLAGS = {
     "shuffle_buffer": ("--shuffle-buffer", int, "sentences in the shuffle buffer"),
     "checkpoint_every_steps": ("--checkpoint-every", int, "steps between checkpoints"),
     "keep_checkpoints": ("--keep-checkpoints", int, "checkpoints kept on disk"),
+    "precision": ("--precision", str, "float32 (default), mixed_float16 (GPUs with float16 "
+                  "tensor cores; loss scaling) or mixed_bfloat16; weights stay float32"),
+    "jit_compile": ("--jit-compile", bool, "compile the step's forward and backward pass "
+                    "with XLA (off by default: slower on the CPUs measured; try it on GPUs)"),
+    "steps_per_execution": ("--steps-per-execution", int, "training steps per call of the "
+                            "compiled loop, values read back once per call (default 1)"),
 }
 #: Keys a preset does not decide (they come from the data).
 _DATA_KEYS = ("n_tokens_vocab", "n_train_tokens", "train_prefix")

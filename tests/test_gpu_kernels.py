@@ -26,11 +26,10 @@ from keras_elmo.training.trainer import Trainer
 HOST_SIDE_OPS = {
     # The sampled softmax's negatives (large vocabularies only): TensorFlow has CPU kernels
     # only. The step sends the N target ids to the host and gets back num_sampled ids and
-    # expected counts (a few KB) once per step; the (N, num_sampled) logits stay on the GPU.
+    # expected counts (a few KB) once per step; the (N, num_sampled) logits stay on the GPU
+    # (accidental hits are removed in plain ops, `SharedSoftmax.sampled_nll`).
     "LogUniformCandidateSampler": "sampled-softmax negatives: CPU-only in TensorFlow, "
                                   "KB-sized transfers once per step",
-    "ComputeAccidentalHits": "sampled-softmax accidental hits: CPU-only in TensorFlow, "
-                             "compares the N target ids with the sampled ids (KB-sized)",
     # The export's text signatures: text arrives on the host and becomes int32 char ids
     # there, before any float work.
     "StringSplitV2": "export: whitespace split of the input text (strings)",
@@ -38,6 +37,9 @@ HOST_SIDE_OPS = {
     "StringLength": "export: lengths of the input words (strings)",
     "DecodePaddedRaw": "export: the UTF-8 bytes of each input word (strings)",
     "UnicodeTranscode": "export: invalid UTF-8 replaced in the input words (strings)",
+    "UnicodeDecodeWithOffsets": "export: the input text's code points, for its split "
+                                "(strings)",
+    "Substr": "export: the input words cut out of the text (strings)",
     "RaggedTensorToTensor": "export: ragged words or their int32 char ids padded to a "
                             "batch (strings and ids only, see HOST_SIDE_DTYPES)",
 }
@@ -72,11 +74,19 @@ def host_only(ops):
     return sorted(op for op in ops if not on_gpu(op))
 
 
-def check(ops, what):
+#: Known gaps of the export, to be fixed in export/elmo_module.py (issue 28): its windows
+#: of max_length tokens (`ElmoModule._windows` / `_embed`) use `tf.ragged.range` and pad
+#: the float activations back with `RaggedTensor.to_tensor`, both CPU-only. The test fails
+#: when another op is missing and when these are fixed (then empty this set).
+EXPORT_KNOWN_GAPS = {"RaggedRange", "RaggedTensorToTensor[DT_FLOAT]"}
+
+
+def check(ops, what, known_gaps=()):
     missing = [op for op in host_only(ops) if op not in HOST_SIDE_OPS]
     listed = "\n".join(f"  {op}: {reason}" for op, reason in HOST_SIDE_OPS.items())
-    assert not missing, (f"{what}: ops without a GPU kernel: {missing}; allowed host-side "
-                         f"ops:\n{listed}")
+    assert sorted(missing) == sorted(known_gaps), (
+        f"{what}: ops without a GPU kernel: {missing} (known gaps: {sorted(known_gaps)}); "
+        f"allowed host-side ops:\n{listed}")
 
 
 def training_step_graph(corpus, sampled):
@@ -104,7 +114,7 @@ def test_every_op_of_the_export_model_function_has_a_gpu_kernel():
     for name, function in module.signatures().items():
         ops = device_ops(function.graph.as_graph_def())
         assert "MatMul" in ops, (name, sorted(ops))
-        check(ops, f"export signature {name!r}")
+        check(ops, f"export signature {name!r}", EXPORT_KNOWN_GAPS)
 
 
 def test_the_check_catches_a_cpu_only_op():

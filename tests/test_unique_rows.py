@@ -68,3 +68,12 @@ def test_encoder_output_is_unchanged_by_a_collision(monkeypatch):
     expected = embedder(ids).numpy()
     monkeypatch.setattr(char_cnn_embedder, "_row_key_weights", lambda n: np.ones((n, 2)))
     np.testing.assert_allclose(embedder(ids).numpy(), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_static_shapes_give_the_same_vectors():
+    """`static_shapes=True` (no de-duplication, every char position convolved: an
+    XLA-compiled step's path) gives the vectors of the default path."""
+    embedder = CharCNNEmbedder.from_options(BiLMOptions.tiny())
+    ids = batch_to_ids([["a", "cat", "a", "tac"], ["cat", "hippopotamuses"]])
+    np.testing.assert_allclose(embedder(ids, static_shapes=True).numpy(),
+                               embedder(ids).numpy(), rtol=1e-5, atol=1e-6)

@@ -28,8 +28,12 @@ OPTIMIZERS = ("adagrad", "adam")
 #: Learning-rate schedules of `keras-elmo train --lr-schedule`
 #: (`keras_elmo.training.optimizers.scheduled_learning_rate`).
 LEARNING_RATE_SCHEDULES = ("constant", "linear-decay")
+#: Precisions of `keras-elmo train --precision` (Keras dtype policies): float32 variables in
+#: all three; "mixed_*" computes the biLM in 16 bits (float16 with loss scaling).
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 #: Keys a resumed run may change; every other saved key must match.
-RESUMABLE_KEYS = ("n_epochs", "checkpoint_every_steps", "keep_checkpoints")
+RESUMABLE_KEYS = ("n_epochs", "checkpoint_every_steps", "keep_checkpoints", "jit_compile",
+                  "steps_per_execution")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +84,16 @@ class TrainingConfig:
         init_from: str or None, a model directory whose weights a new run starts from
             (domain adaptation; see `keras_elmo.training.warm_start`). A resumed run ignores it: its
             checkpoint already holds the weights.
+        precision: `"float32"`, `"mixed_float16"` (16-bit compute, dynamic loss scaling:
+            GPUs with float16 tensor cores) or `"mixed_bfloat16"` (GPUs/CPUs with native
+            bfloat16). Variables, the softmax, the loss, the weight file and exports stay
+            float32 in every precision.
+        jit_compile: bool, compile the step's forward and backward pass with XLA (the
+            sampled-softmax negatives are drawn before it). Off by default: on the CPUs
+            measured it was slower; on GPUs it fuses the LSTM's per-step ops.
+        steps_per_execution: int, training steps per call of the compiled loop; values are
+            read back to Python once per call (and at every log, evaluation and checkpoint
+            step). 1 (default) reads back after every step.
     """
 
     options: BiLMOptions = dataclasses.field(default_factory=BiLMOptions.small)
@@ -105,13 +119,16 @@ class TrainingConfig:
     checkpoint_every_steps: int = 500
     keep_checkpoints: int = 3
     init_from: str = None
+    precision: str = "float32"
+    jit_compile: bool = False
+    steps_per_execution: int = 1
 
     def __post_init__(self):
         if not isinstance(self.options, BiLMOptions):
             raise ValueError(f"options must be a BiLMOptions; received {type(self.options).__name__}.")
         for name in ("batch_tokens", "batch_size", "max_sentence_tokens", "n_negative_samples_batch",
                      "full_softmax_max_vocab", "n_epochs", "shuffle_buffer",
-                     "checkpoint_every_steps", "keep_checkpoints"):
+                     "checkpoint_every_steps", "keep_checkpoints", "steps_per_execution"):
             _check_int(name, getattr(self, name), minimum=1)
         for name in ("n_tokens_vocab", "n_train_tokens"):
             if getattr(self, name) is not None:
@@ -146,6 +163,11 @@ class TrainingConfig:
         if self.init_from is not None and not (isinstance(self.init_from, str) and self.init_from):
             raise ValueError("init_from must be None or a model directory path; received "
                              f"{self.init_from!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}; received "
+                             f"{self.precision!r}.")
+        if not isinstance(self.jit_compile, bool):
+            raise ValueError(f"jit_compile must be True or False; received {self.jit_compile!r}.")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {TOKENIZERS}; received {self.tokenizer!r}.")
 

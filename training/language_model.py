@@ -54,6 +54,8 @@ class LanguageModel(keras.Model):
         sequence_gradient: bool, the biLSTM's loop with the backward pass written for whole
             sequences (`ResidualBiLSTM`): the training step asks for it; False runs plain
             ops (same numbers and gradients).
+        static_shapes: bool, the token encoder's path whose shapes all follow from the
+            input's (`CharCNNEmbedder`): what an XLA-compiled step needs.
 
     Returns (call):
         dict `{"embeddings": (batch, T, P), "layers": (batch, num_layers, T, 2P),
@@ -72,10 +74,12 @@ class LanguageModel(keras.Model):
             raise ValueError(f"dropout must be in [0, 1); received {dropout}.")
         # === Layers ===
         self.backbone = backbone
-        self.output_dropout = keras.layers.Dropout(float(dropout), name="output_dropout")
+        self.output_dropout = keras.layers.Dropout(float(dropout), name="output_dropout",
+                                                   dtype=backbone.token_embedder.dtype_policy)
+        # The softmax and the loss stay float32 under a mixed precision backbone.
         self.softmax = SharedSoftmax(int(vocab_size), backbone.options.projection_dim,
                                      num_sampled=min(int(num_sampled), int(vocab_size) - 1),
-                                     name="softmax")
+                                     name="softmax", dtype="float32")
         self.softmax.build((None, backbone.options.projection_dim))
         self.built = True
         # === Config ===
@@ -93,15 +97,18 @@ class LanguageModel(keras.Model):
             raise ValueError("The training config has no n_tokens_vocab; set it from the "
                              "vocabulary before building the model.")
         if backbone is None:
-            backbone = BiLM(config.options, dropout=config.dropout, name="bilm")
+            # float32 variables in every precision; "mixed_*" computes in 16 bits.
+            backbone = BiLM(config.options, dropout=config.dropout, name="bilm",
+                            dtype=config.precision)
         return cls(backbone, config.n_tokens_vocab, dropout=config.dropout,
                    num_sampled=config.num_sampled,
                    use_sampled_softmax=config.use_sampled_softmax)
 
-    def call(self, char_ids, training=False, sequence_gradient=False):
+    def call(self, char_ids, training=False, sequence_gradient=False, static_shapes=False):
         char_ids = tf.cast(char_ids, tf.int32)
         mask = token_mask(char_ids)  # (batch, T)
-        embeddings = self.backbone.token_embedder(char_ids)  # (batch, T, P)
+        embeddings = self.backbone.token_embedder(
+            char_ids, static_shapes=static_shapes)  # (batch, T, P)
         # No target reads the forward output at `</S>` or the backward one at `<S>`.
         layers = self.backbone.contextual_encoder(
             embeddings, mask=mask, training=training, skip_boundary_steps=True,
@@ -109,7 +116,7 @@ class LanguageModel(keras.Model):
         return {"embeddings": embeddings, "layers": layers, "mask": mask}
 
     def nll_sums(self, char_ids, token_ids, training=False, sampled=None,
-                 sequence_gradient=False):
+                 sequence_gradient=False, negatives=None, static_shapes=False):
         """Summed NLL of each direction over the real targets of a batch.
 
         Args:
@@ -119,6 +126,9 @@ class LanguageModel(keras.Model):
             sampled: bool or None, sampled softmax (None: `use_sampled_softmax` when
                 training, full softmax otherwise).
             sequence_gradient: bool, see the class docstring (the training step's choice).
+            negatives: None, or `sample_negatives(char_ids, token_ids)` drawn beforehand
+                (an XLA-compiled step: the sampler has no XLA kernel); sampled softmax only.
+            static_shapes: bool, see the class docstring (an XLA-compiled step).
 
         Returns:
             dict of float32 scalars `forward`, `backward` (summed NLL) and `count` (targets
@@ -131,23 +141,65 @@ class LanguageModel(keras.Model):
         # last step with zero-size batches); its sums are zero.
         return tf.cond(tf.size(token_ids) > 0,
                        lambda: self._nll_sums(char_ids, token_ids, training, sampled,
-                                              sequence_gradient),
+                                              sequence_gradient, negatives, static_shapes),
                        lambda: {k: tf.constant(0.0) for k in ("forward", "backward", "count")})
 
-    def _nll_sums(self, char_ids, token_ids, training, sampled, sequence_gradient):
-        outputs = self(char_ids, training=training, sequence_gradient=sequence_gradient)
+    def target_count(self, char_ids):
+        """Targets per direction of a batch, float32 scalar (`nll_sums(...)["count"]`)."""
+        valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
+        return tf.reduce_sum(tf.cast(valid, tf.float32))
+
+    def sample_negatives(self, char_ids, token_ids, static_shapes=False):
+        """`{"forward": ..., "backward": ...}`: each direction's sampled-softmax negatives
+        for the targets of a batch (`SharedSoftmax.sample`), for `nll_sums(negatives=...)`
+        with the same `static_shapes`."""
+        forward, backward = self._targets(char_ids, tf.cast(token_ids, tf.int32),
+                                          static_shapes)
+        return {"forward": self.softmax.sample(forward),
+                "backward": self.softmax.sample(backward)}
+
+    @staticmethod
+    def _targets(char_ids, token_ids, static_shapes):
+        """The forward and backward targets of a batch, `(N,)` each: the real ones, or
+        with `static_shapes` those of every position `(batch * (T-1),)`."""
+        # Forward: output t predicts t+1; backward: output t predicts t-1.
+        forward, backward = token_ids[:, 1:], token_ids[:, :-1]  # (batch, T-1)
+        if static_shapes:
+            return tf.reshape(forward, (-1,)), tf.reshape(backward, (-1,))
+        valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
+        return tf.boolean_mask(forward, valid), tf.boolean_mask(backward, valid)
+
+    def _nll_sums(self, char_ids, token_ids, training, sampled, sequence_gradient, negatives,
+                  static_shapes):
+        outputs = self(char_ids, training=training, sequence_gradient=sequence_gradient,
+                       static_shapes=static_shapes)
         top = outputs["layers"][:, -1]  # (batch, T, 2P)
         top = self.output_dropout(top, training=training)
         p = self.options.projection_dim
         valid = outputs["mask"][:, 1:]  # (batch, T-1): a real token follows / precedes
-        # Forward: output t predicts t+1; backward: output t predicts t-1.
-        forward_hidden = tf.boolean_mask(top[:, :-1, :p], valid)  # (N, P)
-        forward_targets = tf.boolean_mask(token_ids[:, 1:], valid)  # (N,)
-        backward_hidden = tf.boolean_mask(top[:, 1:, p:], valid)  # (N, P)
-        backward_targets = tf.boolean_mask(token_ids[:, :-1], valid)  # (N,)
-        nll = self.softmax.sampled_nll if sampled else self.softmax.full_nll
-        return {"forward": tf.reduce_sum(nll(forward_hidden, forward_targets)),
-                "backward": tf.reduce_sum(nll(backward_hidden, backward_targets)),
+        forward_hidden, backward_hidden = top[:, :-1, :p], top[:, 1:, p:]  # (batch, T-1, P)
+        if static_shapes:  # every position, the padding's NLL zeroed below
+            forward_hidden = tf.reshape(forward_hidden, (-1, p))  # (N, P), N = batch*(T-1)
+            backward_hidden = tf.reshape(backward_hidden, (-1, p))  # (N, P)
+        else:  # the real targets only
+            forward_hidden = tf.boolean_mask(forward_hidden, valid)  # (N, P)
+            backward_hidden = tf.boolean_mask(backward_hidden, valid)  # (N, P)
+        forward_targets, backward_targets = self._targets(char_ids, token_ids,
+                                                          static_shapes)  # (N,) each
+        if sampled:
+            negatives = negatives or {"forward": None, "backward": None}
+            forward = self.softmax.sampled_nll(forward_hidden, forward_targets,
+                                               negatives["forward"])
+            backward = self.softmax.sampled_nll(backward_hidden, backward_targets,
+                                                negatives["backward"])
+        else:
+            forward = self.softmax.full_nll(forward_hidden, forward_targets)
+            backward = self.softmax.full_nll(backward_hidden, backward_targets)
+        if static_shapes:
+            real = tf.reshape(valid, (-1,))  # (N,)
+            forward = tf.where(real, forward, tf.zeros_like(forward))
+            backward = tf.where(real, backward, tf.zeros_like(backward))
+        return {"forward": tf.reduce_sum(forward), "backward": tf.reduce_sum(backward),
                 "count": tf.reduce_sum(tf.cast(valid, tf.float32))}
 
     def get_config(self):

@@ -62,11 +62,23 @@ def _tf_variable(variable):
 
 
 def make_optimizer(config):
-    """The optimizer a `TrainingConfig` names: `SparseAdagrad` or `keras.optimizers.Adam`."""
+    """The optimizer a `TrainingConfig` names: `SparseAdagrad` or `keras.optimizers.Adam`,
+    inside a `keras.optimizers.LossScaleOptimizer` for `precision="mixed_float16"` (its
+    `scale_loss` multiplies the loss by the dynamic scale; `apply` divides the gradients
+    by it and skips a step whose gradients are not finite, halving the scale)."""
     if config.optimizer == "adam":
-        return keras.optimizers.Adam(learning_rate=config.learning_rate)
-    return SparseAdagrad(learning_rate=config.learning_rate,
-                         initial_accumulator_value=config.initial_accumulator_value)
+        optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+    else:
+        optimizer = SparseAdagrad(learning_rate=config.learning_rate,
+                                  initial_accumulator_value=config.initial_accumulator_value)
+    if config.precision == "mixed_float16":
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def inner_optimizer(optimizer):
+    """The optimizer that updates the weights (inside a `LossScaleOptimizer`, or itself)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
 
 
 def scheduled_learning_rate(config, fraction_done):

@@ -56,21 +56,56 @@ class SharedSoftmax(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros")
 
     def logits(self, hidden):
-        """`(N, input_dim)` -> `(N, vocab_size)`."""
-        return tf.matmul(hidden, self.embeddings, transpose_b=True) + self.bias
+        """`(N, input_dim)` -> `(N, vocab_size)`, in the layer's compute dtype."""
+        hidden = tf.cast(hidden, self.compute_dtype)
+        return tf.matmul(hidden, tf.cast(self.embeddings, self.compute_dtype),
+                         transpose_b=True) + tf.cast(self.bias, self.compute_dtype)
 
     def full_nll(self, hidden, targets):
-        """Exact `-log softmax(h W^T + b)[target]`, `(N,)`."""
+        """Exact `-log softmax(h W^T + b)[target]`, `(N,)`, in float32."""
         return tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(targets, tf.int32), logits=self.logits(hidden))
+            labels=tf.cast(targets, tf.int32), logits=self.logits(tf.cast(hidden, tf.float32)))
 
-    def sampled_nll(self, hidden, targets):
-        """Sampled-softmax loss (`num_sampled` log-uniform negatives per call), `(N,)`."""
-        return tf.nn.sampled_softmax_loss(
-            weights=self.embeddings.value, biases=self.bias.value,
-            labels=tf.cast(targets, tf.int64)[:, tf.newaxis], inputs=hidden,
-            num_sampled=self.num_sampled, num_classes=self.vocab_size,
-            remove_accidental_hits=True)
+    def sample(self, targets):
+        """Negatives for `sampled_nll`: `num_sampled` distinct log-uniform ids.
+
+        Args:
+            targets: int `(N,)`, the true ids (only their expected counts depend on them).
+
+        Returns:
+            `(sampled (num_sampled,) int64, true_expected_count (N, 1),
+            sampled_expected_count (num_sampled,))`, `tf.nn.sampled_softmax_loss`'s
+            `sampled_values`. The sampler has CPU kernels only (and no XLA one): an
+            XLA-compiled step samples before it and passes these in.
+        """
+        return tf.random.log_uniform_candidate_sampler(
+            true_classes=tf.cast(targets, tf.int64)[:, tf.newaxis], num_true=1,
+            num_sampled=self.num_sampled, unique=True, range_max=self.vocab_size)
+
+    def sampled_nll(self, hidden, targets, negatives=None):
+        """Sampled-softmax loss over `negatives` (`sample(targets)` when None), `(N,)`.
+
+        `tf.nn.sampled_softmax_loss`'s formula (`remove_accidental_hits=True`,
+        `subtract_log_q=True`) in plain ops, so that it runs on a GPU and compiles with
+        XLA: logits `h . W[t] + b[t] - log Q(t)` and `h W[s]^T + b[s] - log Q(s)`, a
+        sampled id equal to the target gets `-FLT_MAX` added, then
+        `-log softmax(...)[target]`, in float32.
+        """
+        sampled, true_expected, sampled_expected = (self.sample(targets) if negatives is None
+                                                    else negatives)
+        hidden = tf.cast(hidden, tf.float32)
+        targets = tf.cast(targets, tf.int64)  # (N,)
+        # Gathers from the tf.Variables: the table's gradient stays IndexedSlices rows.
+        table, bias = self.embeddings.value, self.bias.value
+        true_logits = (tf.reduce_sum(hidden * tf.gather(table, targets), axis=1)
+                       + tf.gather(bias, targets) - tf.math.log(true_expected[:, 0]))  # (N,)
+        sampled_logits = tf.matmul(hidden, tf.gather(table, sampled), transpose_b=True) + \
+            tf.gather(bias, sampled)  # (N, S)
+        hits = tf.equal(targets[:, tf.newaxis], sampled[tf.newaxis, :])  # (N, S)
+        sampled_logits = tf.where(hits, sampled_logits + tf.float32.min, sampled_logits)
+        sampled_logits -= tf.math.log(sampled_expected)
+        logits = tf.concat([true_logits[:, tf.newaxis], sampled_logits], axis=1)  # (N, 1+S)
+        return -tf.nn.log_softmax(logits)[:, 0]
 
     def call(self, hidden):
         return self.logits(hidden)

@@ -10,6 +10,16 @@ One step, per replica:
     grads = clip_by_global_norm(grads, all_clip_norm_val)
     Adagrad(grads)                                   # sparse rows of the softmax table
 
+The forward and backward pass (`_loss_gradients`) is the device's work: compiled with XLA
+when `config.jit_compile` (the sampled-softmax negatives drawn before it: the sampler has
+no XLA kernel). Under `precision="mixed_float16"` the loss is scaled before the gradient
+(`LossScaleOptimizer.scale_loss`), the scaled gradients are clipped at `scale * clip` (the
+same as clipping the true ones at `clip`), and `apply` unscales them and skips a step
+whose gradients overflowed. With `config.steps_per_execution > 1` several steps run in one
+call of a traced loop and their values are read back once per call; calls end on the log,
+checkpoint and evaluation steps, so those happen exactly as with one step per call (the
+learning rate is set once per call).
+
 Before each step the learning rate follows `config.learning_rate_schedule` (constant, or a
 linear decay to 0 over the run's share done, `RunPlan.fraction_done`).
 
@@ -40,6 +50,7 @@ Example:
 """
 
 import contextlib
+import math
 import os
 import shutil
 import time
@@ -51,8 +62,8 @@ from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.model_dir import make_checkpoint, restore
-from keras_elmo.training.optimizers import (SparseAdagrad, make_optimizer, scale_gradient,
-                                            scheduled_learning_rate)
+from keras_elmo.training.optimizers import (SparseAdagrad, inner_optimizer, make_optimizer,
+                                            scale_gradient, scheduled_learning_rate)
 from keras_elmo.training.progress_log import ProgressLog
 from keras_elmo.training.run_plan import RunPlan
 from keras_elmo.training.stop_signals import StopSignals
@@ -96,7 +107,10 @@ class Trainer:
             checkpoint_name="ckpt")
         self.log_every = log_every
         self.stream = stream
-        self._step_fn = None
+        self._step_fn = self._steps_fn = None
+        self._loss_scaling = config.precision == "mixed_float16"
+        self._gradients = (tf.function(self._loss_gradients, jit_compile=True)
+                           if config.jit_compile else self._loss_gradients)
 
     # --- state ---------------------------------------------------------------------------
     def restore_latest(self):
@@ -122,33 +136,60 @@ class Trainer:
     def _replica_step(self, batch):
         context = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
+        char_ids, token_ids = batch["char_ids"], batch["token_ids"]
+        global_count = context.all_reduce(_SUM, self.model.target_count(char_ids))
+        negatives = None
+        if self.config.jit_compile and self.model.use_sampled_softmax:
+            # The sampler has no XLA kernel: drawn here, before the compiled function.
+            negatives = self.model.sample_negatives(char_ids, token_ids, static_shapes=True)
+        sums, grads = self._gradients(char_ids, token_ids, global_count, negatives)
+        if not isinstance(inner_optimizer(self.optimizer), SparseAdagrad):
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]  # Adam updates whole tables
+        grads = context.all_reduce(_SUM, grads)  # the softmax rows stay IndexedSlices
+        # Under loss scaling the gradients are `scale` times the true ones (scale a power
+        # of 2): clipping them at `scale * clip` is clipping the true ones at `clip`, and
+        # the optimizer divides by `scale` in `apply`.
+        scale = self._loss_scale()
+        grads, norm = tf.clip_by_global_norm(grads, self.config.all_clip_norm_val * scale)
+        replicas = 1.0 / context.num_replicas_in_sync  # the optimizer sums the replicas again
+        self.optimizer.apply([scale_gradient(g, replicas) for g in grads], variables)
+        tokens = tf.math.count_nonzero(char_ids[..., 0], dtype=tf.int64)
+        return sums["forward"], sums["backward"], sums["count"], tokens, norm / scale
+
+    def _loss_gradients(self, char_ids, token_ids, global_count, negatives):
+        """`(sums, gradients)` of one replica's batch: the work of the device, compiled
+        with XLA when `config.jit_compile` (every shape then follows from the batch's)."""
         with tf.GradientTape() as tape:
             # The training step is where the biLSTM's hand-written backward pass is chosen.
-            sums = self.model.nll_sums(batch["char_ids"], batch["token_ids"], training=True,
-                                       sequence_gradient=True)
-            global_count = context.all_reduce(_SUM, sums["count"])
+            sums = self.model.nll_sums(char_ids, token_ids, training=True,
+                                       sequence_gradient=True, negatives=negatives,
+                                       static_shapes=self.config.jit_compile)
             loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
-        grads = tape.gradient(loss, variables)
-        if not isinstance(self.optimizer, SparseAdagrad):  # Adam updates whole tables
-            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                     for g in grads]
-        grads = context.all_reduce(_SUM, grads)  # the softmax rows stay IndexedSlices
-        grads, norm = tf.clip_by_global_norm(grads, self.config.all_clip_norm_val)
-        scale = 1.0 / context.num_replicas_in_sync  # the optimizer sums the replicas again
-        self.optimizer.apply([scale_gradient(g, scale) for g in grads], variables)
-        tokens = tf.math.count_nonzero(batch["char_ids"][..., 0], dtype=tf.int64)
-        return sums["forward"], sums["backward"], sums["count"], tokens, norm
+            if self._loss_scaling:
+                loss = self.optimizer.scale_loss(loss)
+        return sums, tape.gradient(loss, self.model.trainable_variables)
+
+    def _loss_scale(self):
+        """The dynamic loss scale (1.0 without loss scaling), float32 scalar."""
+        if not self._loss_scaling:
+            return tf.constant(1.0)
+        return tf.cast(tf.convert_to_tensor(self.optimizer.dynamic_scale), tf.float32)
 
     def _build_step(self, element_spec):
         @tf.function(input_signature=[element_spec])
         def step_fn(batch):
-            forward, backward, count, tokens, norm = self.strategy.run(
-                self._replica_step, args=(batch,))
-            reduce = lambda value: self.strategy.reduce(_SUM, value, axis=None)  # noqa: E731
-            return ({"forward": reduce(forward), "backward": reduce(backward),
-                     "count": reduce(count)}, reduce(tokens),
-                    self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None))
+            return self._step_values(batch)
         return step_fn
+
+    def _step_values(self, batch):
+        """One step on a distributed batch: `(sums, tokens, grad norm)` over all replicas."""
+        forward, backward, count, tokens, norm = self.strategy.run(
+            self._replica_step, args=(batch,))
+        reduce = lambda value: self.strategy.reduce(_SUM, value, axis=None)  # noqa: E731
+        return ({"forward": reduce(forward), "backward": reduce(backward),
+                 "count": reduce(count)}, reduce(tokens),
+                self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None))
 
     def train_step(self, distributed_batch, element_spec):
         """One optimisation step on a distributed batch; returns (sums, tokens, grad norm).
@@ -159,6 +200,70 @@ class Trainer:
         if self._step_fn is None:
             self._step_fn = self._build_step(element_spec)
         return self._step_fn(distributed_batch)
+
+    def _runner(self, dataset):
+        """`run(n)`: the next `n` training steps of `dataset` (fewer when it ends), as a
+        list of per-step `(sums, tokens, grad norm)` numpy values. Under
+        `steps_per_execution > 1` the steps run in one call of a traced loop and are read
+        back once; the loop stops after a step whose loss (or, without loss scaling,
+        gradient norm) is not finite, so nothing runs after a diverged step."""
+        iterator = iter(dataset)
+        if self.config.steps_per_execution == 1:
+            def run_one(_):
+                batch = next(iterator, None)
+                if batch is None:
+                    return []
+                sums, tokens, norm = self.train_step(batch, dataset.element_spec)
+                return [({k: v.numpy() for k, v in sums.items()}, tokens.numpy(),
+                         norm.numpy())]
+            return run_one
+        if self._steps_fn is None:
+            self._steps_fn = self._build_steps()
+
+        def run(count):
+            done, values = self._steps_fn(iterator, tf.constant(count, tf.int32))
+            values = [v.numpy() for v in values]  # the one read-back of the call
+            return [({"forward": values[0][i], "backward": values[1][i],
+                      "count": values[2][i]}, values[3][i], values[4][i])
+                    for i in range(int(done))]
+        return run
+
+    def _build_steps(self):
+        """The traced loop of up to `count` steps over a distributed iterator."""
+        loss_scaling = self._loss_scaling
+
+        @tf.function
+        def steps_fn(iterator, count):
+            arrays = [tf.TensorArray(dtype, size=0, dynamic_size=True)
+                      for dtype in (tf.float32, tf.float32, tf.float32, tf.int64, tf.float32)]
+            done = tf.constant(0)
+            for _ in tf.range(count):
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                sums, tokens, norm = self._step_values(optional.get_value())
+                values = (sums["forward"], sums["backward"], sums["count"], tokens, norm)
+                arrays = [a.write(done, v) for a, v in zip(arrays, values)]
+                done += 1
+                finite = tf.math.is_finite(sums["forward"] + sums["backward"])
+                if not loss_scaling:
+                    finite = tf.logical_and(finite, tf.math.is_finite(norm))
+                if not finite:
+                    break
+            return done, [a.stack() for a in arrays]
+        return steps_fn
+
+    def _steps_to_run(self, max_steps, eval_every):
+        """Steps of the next call: at most `steps_per_execution`, ending on the next log,
+        checkpoint or evaluation step and never past `max_steps`."""
+        step = int(self.step.numpy())
+        count = self.config.steps_per_execution
+        for every in (self.log_every, self.config.checkpoint_every_steps, eval_every):
+            if every:
+                count = min(count, every - step % every)
+        if max_steps is not None:
+            count = min(count, max(max_steps - step, 1))
+        return count
 
     def distributed_dataset(self, files, epoch, skip_batches=0):
         """The distributed dataset of one epoch, skipping already-consumed global batches."""
@@ -217,33 +322,37 @@ class Trainer:
             while int(self.epoch.numpy()) < self.config.n_epochs and stopped == "epochs":
                 epoch = int(self.epoch.numpy())
                 dataset = self.distributed_dataset(files, epoch, int(self.batches_in_epoch.numpy()))
-                for batch in dataset:
+                run = self._runner(dataset)
+                while True:
                     if self._should_stop(max_steps, max_minutes, start):
                         stopped = "max_steps" if _reached(self.step, max_steps) else "max_minutes"
                         break
                     self._schedule_learning_rate(plan, log, epoch, start)
-                    sums, tokens, norm = self.train_step(batch, dataset.element_spec)
-                    step = int(self.step.numpy()) + 1
-                    self._check_step(step, sums, norm)
-                    self.step.assign_add(1)
-                    self.batches_in_epoch.assign_add(replicas)
-                    log.update(step, epoch, sums, int(tokens), self.optimizer.learning_rate.numpy(),
-                               float(norm))
-                    if step % every == 0:
+                    wanted = self._steps_to_run(max_steps, eval_every if evaluate else None)
+                    results = run(wanted)  # fewer at the end of the epoch
+                    for sums, tokens, norm in results:
+                        step = int(self.step.numpy()) + 1
+                        norm = self._check_step(step, sums, norm)
+                        self.step.assign_add(1)
+                        self.batches_in_epoch.assign_add(replicas)
+                        log.update(step, epoch, sums, int(tokens), self._learning_rate(), norm)
+                    step = int(self.step.numpy())
+                    if results and step % every == 0:
                         self.save()
-                    if evaluate is not None and eval_every and step % eval_every == 0:
+                    if results and evaluate is not None and eval_every and step % eval_every == 0:
                         began = time.monotonic()
                         result = evaluate()
                         log.heldout(step, result, seconds=time.monotonic() - began)
-                    if distribute.all_agree(self.strategy, signals.signum is not None):
+                    if results and distribute.all_agree(self.strategy, signals.signum is not None):
                         stopped = signals.name or "SIGTERM"  # another task got the signal
                         break
-                else:
-                    self.epoch.assign_add(1)
-                    self.batches_in_epoch.assign(0)
+                    if len(results) < wanted:  # the epoch's data is done
+                        self.epoch.assign_add(1)
+                        self.batches_in_epoch.assign(0)
+                        break
             last = log.report(int(self.step.numpy()), max(int(self.epoch.numpy()) - 1, 0)
                               if stopped == "epochs" else int(self.epoch.numpy()),
-                              self.optimizer.learning_rate.numpy(), final=True)
+                              self._learning_rate(), final=True)
             if self.manager.latest_checkpoint is None or \
                     not self.manager.latest_checkpoint.endswith(f"-{int(self.step.numpy())}"):
                 self.save()
@@ -269,12 +378,22 @@ class Trainer:
         done = plan.fraction_done(int(self.step.numpy()), epoch, log.epoch_tokens,
                                   time.monotonic() - start)
         done = distribute.chief_value(self.strategy, done)  # one rate on every task
-        self.optimizer.learning_rate.assign(scheduled_learning_rate(self.config, done))
+        inner_optimizer(self.optimizer).learning_rate.assign(
+            scheduled_learning_rate(self.config, done))
+
+    def _learning_rate(self):
+        return inner_optimizer(self.optimizer).learning_rate.numpy()
 
     def _check_step(self, step, sums, norm):
-        """Stops at once on a non-finite loss or gradient norm (nothing of it is saved)."""
+        """Stops at once on a non-finite loss or gradient norm (nothing of it is saved);
+        returns the norm to log. Under loss scaling a non-finite gradient is a skipped
+        step (the scale was too large; the optimizer halved it): logged as norm 0."""
+        norm = float(norm)
+        if self._loss_scaling and not math.isfinite(norm):
+            norm = 0.0
         try:
             check_step(step, sums, norm)
+            return norm
         except TrainingDivergedError as error:
             raise self._diverged(error) from None
 

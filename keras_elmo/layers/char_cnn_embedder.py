@@ -93,6 +93,10 @@ class CharCNNEmbedder(keras.layers.Layer):
     Call arguments:
         inputs: int tensor `(batch, num_tokens, max_characters_per_token)` of shifted char
             ids (see `keras_elmo.text.characters`); all-zero rows are padding.
+        static_shapes: bool, encode every position over all its char ids: no
+            de-duplication of tokens and no trimming of the padding chars, so every shape
+            follows from the input's (what an XLA-compiled step needs; `jit_compile`).
+            The same numbers either way; False (the default) does less work.
 
     Returns:
         float tensor `(batch, num_tokens, projection_dim)`, with the Keras mask
@@ -183,7 +187,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
         return "zeros" if self.zero_init else initializer
 
-    def call(self, inputs):
+    def call(self, inputs, static_shapes=False):
         ids = ops.cast(inputs, "int32")
         check_char_id_range(ids)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -191,14 +195,17 @@ class CharCNNEmbedder(keras.layers.Layer):
         # Each distinct token is encoded once and gathered back to its positions: a batch of
         # text holds far fewer distinct tokens than positions. Rows are encoded
         # independently, so the result is that of encoding every position.
-        flat_ids, positions = unique_rows(flat_ids)  # (U, chars), (batch*T,)
+        if static_shapes:
+            positions = ops.arange(ops.shape(flat_ids)[0], dtype="int32")  # (batch*T,)
+        else:
+            flat_ids, positions = unique_rows(flat_ids)  # (U, chars), (batch*T,)
         # One extra all-padding row, never gathered: TensorFlow's conv returns its input
         # unchanged for an empty batch, so a batch of 0 rows must never reach it.
         flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (U + 1, chars)
         table = ops.concatenate(
             [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
              self.char_embeddings], axis=0)  # (262, E)
-        pooled = self._pooled_convolutions(table, flat_ids)
+        pooled = self._pooled_convolutions(table, flat_ids, trim=not static_shapes)
         x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (U + 1, F)
         for highway in self.highways:
             x = highway(x)
@@ -207,7 +214,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         x = ops.take(x, positions, axis=0)  # (batch*T, P)
         return ops.reshape(x, (batch, num_tokens, self.projection_dim))  # (batch, T, P)
 
-    def _pooled_convolutions(self, table, ids):
+    def _pooled_convolutions(self, table, ids, trim=True):
         """`activation(max over positions of conv_w(chars) + b_w)` per filter, `(rows, n)` each.
 
         Exact work saving: every row ends in a run of one repeated id (the padding char
@@ -216,9 +223,12 @@ class CharCNNEmbedder(keras.layers.Layer):
         only over the first `K` positions, `K = min(chars, L + max_width - 1)` where `L` is
         the longest non-run prefix in the batch (7 instead of 50 for "cats"), and each row's
         max also takes the value of a window made of its run id, computed once per row
-        (`emb(id) @ sum_k kernel[k]`) whenever some window was left out.
+        (`emb(id) @ sum_k kernel[k]`) whenever some window was left out. `trim=False`
+        convolves all `chars` positions (static shapes).
         """
         num_chars = self.max_characters_per_token
+        if not trim:
+            return self._full_convolutions(table, ids)
         tail = ids[:, -1:]  # (rows, 1): the id that fills the end of each row
         differs = ops.cast(ops.not_equal(ids, tail), "int32")  # (rows, chars)
         prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # scalar L
@@ -243,6 +253,20 @@ class CharCNNEmbedder(keras.layers.Layer):
             best = ops.where(truncated, ops.maximum(best, run_window), best)
             # The bias after the max: max_p(conv_p) + b is exactly max_p(conv_p + b) (adding
             # b is monotonic, also after rounding), with one add per filter, not per position.
+            pooled.append(activation(best + ops.cast(bias, self.compute_dtype)))
+        return pooled
+
+    def _full_convolutions(self, table, ids):
+        """`_pooled_convolutions` over every char position: `(rows, n)` per filter."""
+        chars = ops.cast(ops.take(table, ids, axis=0), self.compute_dtype)  # (rows, chars, E)
+        activation = _ACTIVATIONS[self.activation]
+        pooled = []
+        for kernel, bias in zip(self.conv_kernels, self.conv_biases):
+            kernel = ops.cast(kernel, self.compute_dtype)  # (w, E, n)
+            maxima = [ops.max(ops.conv(chars, kernel[..., start:start + MAX_CONV_FILTERS],
+                                       padding="valid"), axis=1)  # (rows, g)
+                      for start in range(0, int(kernel.shape[-1]), MAX_CONV_FILTERS)]
+            best = ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
             pooled.append(activation(best + ops.cast(bias, self.compute_dtype)))
         return pooled
 
