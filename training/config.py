@@ -89,8 +89,9 @@ class TrainingConfig:
             bfloat16). Variables, the softmax, the loss, the weight file and exports stay
             float32 in every precision.
         jit_compile: bool, compile the step's forward and backward pass with XLA (the
-            sampled-softmax negatives are drawn before it). Off by default: on the CPUs
-            measured it was slower; on GPUs it fuses the LSTM's per-step ops.
+            sampled-softmax negatives are drawn before it). Same loss and gradients; off
+            by default: TF 2.21 recompiles it after every weight update (docs/training.md,
+            "On GPUs"), so it is far slower until that is fixed.
         steps_per_execution: int, training steps per call of the compiled loop; values are
             read back to Python once per call (and at every log, evaluation and checkpoint
             step). 1 (default) reads back after every step.
