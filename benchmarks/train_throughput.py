@@ -91,6 +91,8 @@ class TrainVariant:
             changes["n_negative_samples_batch"] = negatives
         if optimizer == "adagrad":  # bilm-tf's optimizer and learning rate
             changes.update(optimizer="adagrad", learning_rate=0.2)
+        if size == "small":  # bilm-tf's small, LSTM 512 / 128 (the preset trains 384 units)
+            changes["options"] = BiLMOptions.small()
         if size == "mid":  # bilm-tf's mid: the small char CNN, LSTM 2048 / 256
             changes["options"] = BiLMOptions.small(lstm_units=2048, projection_dim=256)
         self.config = TrainingConfig.preset("small" if size == "mid" else size).replace(

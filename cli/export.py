@@ -31,8 +31,8 @@ def add_parser(subparsers):
     parser.add_argument("--version", type=int, metavar="N",
                         help="write OUT_DIR/N, the version folder TF Serving expects")
     parser.add_argument("--max-length", type=int, default=None, metavar="N",
-                        help="most whitespace tokens per sentence; longer sentences are "
-                             "rejected with an error, never truncated (default 512)")
+                        help="tokens per window (default 512): a longer sentence is embedded "
+                             "in windows of N tokens, one vector per token still")
     parser.add_argument("--trainable-bilm", action="store_true",
                         help="list the biLM's weights among the export's trainable_variables "
                              "too (default: only the mix's s and gamma, as TF Hub's ELMo; "

@@ -31,7 +31,7 @@ def test_presets_and_published_recipe():
             published.all_clip_norm_val, published.dropout,
             published.n_negative_samples_batch) == (0.2, 1.0, 10.0, 0.1, 8192)
     assert published.optimizer == "adagrad"
-    assert TrainingConfig.preset("small").options == BiLMOptions.small()
+    assert TrainingConfig.preset("small").options == BiLMOptions.small(lstm_units=384)
     with pytest.raises(ValueError, match="size must be one of"):
         TrainingConfig.preset("huge")
 
