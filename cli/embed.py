@@ -19,7 +19,7 @@ import os
 from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo import constants
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
-from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -129,6 +129,8 @@ def run(args):
     from keras_elmo.process.process_memory import limit_malloc_retention
 
     limit_malloc_retention()  # large freed buffers go back to the OS (see process_memory)
+    if args.quiet:  # TensorFlow's native log lines after start-up too (a value set wins)
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import_tensorflow()
     from keras_elmo.embedding.embedder import ElmoEmbedder
 

@@ -14,7 +14,7 @@ from those vectors: text repeats its words, and the char CNN's large activations
 longer grow with the batch.
 
 A sentence longer than `max_length` tokens runs as windows of `max_length` tokens in the
-same call, and its vectors come back whole (`keras_elmo.embedding.sentence_windows`).
+same call, and its vectors come back whole (`keras_elmo.text.sentence_windows`).
 
 The next batch's char ids and biLM call run in a worker thread while the caller handles
 the batch just returned (writes it, reads and tokenises more lines): TensorFlow releases
@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from keras_elmo.embedding.token_vectors import TokenVectorMemo
-from keras_elmo.embedding.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
+from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
                                                    num_windows, windows)
 
 #: Batches per sorting window.
@@ -59,7 +59,7 @@ class BiLMRunner:
         batch_size: int >= 1, most sentences per biLM call (64).
         sort_batches: int >= 1, batches per length-sorting window (32).
         max_length: int >= 1, tokens per biLM window (512): longer sentences run in
-            windows of this many tokens (`keras_elmo.embedding.sentence_windows`).
+            windows of this many tokens (`keras_elmo.text.sentence_windows`).
         max_tokens: int >= 1 or None, most padded token positions per biLM call (rows x
             longest row, windows counted as rows); None: `batch_size` alone. A sentence
             above the budget on its own runs alone.

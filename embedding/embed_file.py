@@ -45,7 +45,7 @@ Rules:
   UTF-8 is refused, naming the line, the sentence and the token; a token longer than
   `max_characters_per_token - 2` bytes is cut there (docs/model.md section 1); a sentence
   longer than `max_length` tokens runs in windows of `max_length` tokens
-  (`keras_elmo.embedding.sentence_windows`); an empty line is a zero-length dataset.
+  (`keras_elmo.text.sentence_windows`); an empty line is a zero-length dataset.
 - Equal to embedding each sentence alone through the char path within 1e-5 absolute in
   float32 (batching and the token memo change only the summation order of matmuls;
   measured 8.2e-7 at the published size, random weights, 40 People's Daily sentences with
@@ -72,7 +72,7 @@ import numpy as np
 
 from keras_elmo.process.atomic_file import atomic_path
 from keras_elmo.embedding.bilm_runner import BiLMRunner
-from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
 from keras_elmo.process.progress import Progress
 from keras_elmo.text.tokenizers import check_tokenizer

@@ -15,7 +15,7 @@ bytes (or lone surrogates, e.g. from `surrogateescape`) are dropped inside the t
 stays (an empty word if nothing is left); a `bytes` sentence is split on whitespace before
 that, so an invalid byte is never a separator. A token longer than
 `max_characters_per_token - 2` bytes is cut there; a sentence longer than `max_length`
-tokens runs in windows of `max_length` tokens (`keras_elmo.embedding.sentence_windows`);
+tokens runs in windows of `max_length` tokens (`keras_elmo.text.sentence_windows`);
 an empty sentence gives `(L + 1, 0, 2P)`.
 
 Example:
@@ -34,7 +34,7 @@ import numpy as np
 
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo import constants
-from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.formats.model_files import resolve_model_files
 from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
 
@@ -69,6 +69,14 @@ class ElmoEmbedder:
             in windows of this many tokens, its vectors put back whole.
         max_tokens: int >= 1 or None, most padded token positions per biLM call (None:
             `batch_size` alone limits a batch); bounds the activations' memory.
+
+    Example (a tiny random biLM: `L + 1 = 3` layers of `2P = 16`):
+    >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
+    >>> embedder = ElmoEmbedder("tiny")
+    >>> embedder.embed_sentence(["我", "爱", "北京"]).shape
+    (3, 3, 16)
+    >>> [v.shape for v in embedder.embed_sentences([["a", "b"], []])]
+    [(3, 2, 16), (3, 0, 16)]
 
     Raises:
         ValueError / FileNotFoundError: a wrong combination of arguments or a missing file

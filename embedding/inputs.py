@@ -12,13 +12,10 @@ Example:
 
 import itertools
 import os
-import re
 
+from keras_elmo.text import text_files
 from keras_elmo.text.text_files import check_utf8
 from keras_elmo.text.tokenizers import tokenize
-
-#: ASCII whitespace around a faulty byte, to name the token that holds it.
-_ASCII_SPACE = re.compile(rb"[\t\n\v\f\r\x1c-\x1f ]")
 
 
 def count_lines(path):
@@ -60,15 +57,9 @@ def check_utf8_sentences(path):
 
 
 def not_utf8_error(path, index, raw, error):
-    """The one-line `ValueError` for line `index` (0-based) whose bytes `raw` are not UTF-8."""
-    starts = [m.end() for m in _ASCII_SPACE.finditer(raw, 0, error.start)]
-    start = starts[-1] if starts else 0
-    after = _ASCII_SPACE.search(raw, error.start)
-    token = raw[start:after.start() if after else len(raw)]
-    return ValueError(f"{path}, line {index + 1}: not UTF-8 (sentence {index}, token "
-                      f"{token!r}: {error.reason} at byte {error.start - start} of the token); "
-                      "expected UTF-8 text, one sentence per line (a file's invalid bytes are "
-                      "refused, never dropped).")
+    """The one-line `ValueError` for line `index` (0-based) whose bytes `raw` are not UTF-8
+    (`keras_elmo.text.text_files.not_utf8_error`, the message of every command)."""
+    return text_files.not_utf8_error(path, index + 1, raw, error)
 
 
 def tokenized_lines(lines, tokenizer="whitespace", lines_per_call=256):

@@ -20,7 +20,7 @@ Input contract (docs/serving.md "Input contract"): one vector per token, always.
 UTF-8 bytes are dropped inside their token, which stays (`default` splits the raw bytes,
 `keras_elmo.export.raw_text`); a token longer than `C - 2` bytes is cut there; a sentence
 longer than `max_length` tokens is embedded in windows of `max_length` tokens
-(`keras_elmo.embedding.sentence_windows`), never refused; an empty sentence is an all-False
+(`keras_elmo.text.sentence_windows`), never refused; an empty sentence is an all-False
 row of `sequence_mask`.
 
 Trainable parts, as in TF Hub's ELMo: the module owns its variables (copies of the Keras
@@ -44,7 +44,7 @@ from keras_elmo import constants
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
-from keras_elmo.embedding.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.export.mix_weights import build_mix
 from keras_elmo.export.raw_text import split_raw_text
 #: Signature names, in the order `saved_model_cli` users see them documented.
@@ -70,7 +70,7 @@ class ElmoModule(tf.Module):
             for the even mix `softmax(zeros)`, `gamma = 1`.
         max_length: int, tokens the biLM runs at once (512): a longer sentence is embedded
             in consecutive windows of `max_length` tokens, each a sentence of its own
-            (`keras_elmo.embedding.sentence_windows`); never refused, never truncated.
+            (`keras_elmo.text.sentence_windows`); never refused, never truncated.
         trainable_bilm: bool, make the biLM's variables trainable too, as TF Hub's elmo/1
             did (False: only the mix is trainable).
         name: module name.

@@ -23,7 +23,12 @@ from keras_elmo.layers.scalar_mix import ScalarMix
 
 
 def build_mix(num_layers, scalar_parameters=None, gamma=1.0, do_layer_norm=False):
-    """A built, frozen `ScalarMix` over `num_layers` layers (default: the even mix)."""
+    """A built, frozen `ScalarMix` over `num_layers` layers (default: the even mix).
+
+    Example:
+    >>> mix = build_mix(3, scalar_parameters=[0.0, 1.0, 0.0], gamma=2.0)
+    >>> [round(float(w), 4) for w in keras.ops.softmax(mix.scalar_parameters)]
+    [0.2119, 0.5761, 0.2119]"""
     mix = ScalarMix(do_layer_norm=do_layer_norm, initial_scalar_parameters=scalar_parameters,
                     initial_gamma=gamma, trainable=False, name="scalar_mix")
     mix.build((None, num_layers, None, None))
@@ -37,7 +42,12 @@ def mix_to_dict(mix):
 
 
 def save_mix_weights(mix, path):
-    """Writes a built `ScalarMix`'s `s`, `gamma` and `do_layer_norm` to `path` (JSON)."""
+    """Writes a built `ScalarMix`'s `s`, `gamma` and `do_layer_norm` to `path` (JSON).
+
+    Example:
+    >>> save_mix_weights(build_mix(3, gamma=2.0), "scalar_mix.json")
+    >>> float(load_mix_weights("scalar_mix.json", num_layers=3).gamma)
+    2.0"""
     if not getattr(mix, "built", False):
         raise ValueError("save_mix_weights needs a built ScalarMix (call it once, or build "
                          "the ElmoLayer that owns it).")
@@ -48,6 +58,11 @@ def save_mix_weights(mix, path):
 
 def load_mix_weights(path, num_layers):
     """A frozen `ScalarMix` from a `scalar_mix.json` written by `save_mix_weights`.
+
+    Example:
+    >>> save_mix_weights(build_mix(3, [0.0, 1.0, 0.0]), "scalar_mix.json")
+    >>> [w.name for w in load_mix_weights("scalar_mix.json", num_layers=3).weights]
+    ['scalar_parameters', 'gamma']
 
     Args:
         path: the JSON file.

@@ -28,6 +28,10 @@ _REPLACEMENT = 0xFFFD
 def split_raw_text(text):
     """Whitespace tokens of raw sentences, each token its original bytes.
 
+    Example:
+    >>> split_raw_text(tf.constant([" a  b ", "", b"caf\\xe9 ok"])).to_list()
+    [[b'a', b'b'], [], [b'caf\\xe9', b'ok']]
+
     Args:
         text: tf.string `(batch,)`, one untokenised sentence per entry (any bytes).
 

@@ -37,6 +37,12 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
                        trainable_bilm=False, overwrite=False):
     """Writes an ELMo SavedModel with the `tokens`, `default` and `char_ids` signatures.
 
+    Example:
+    >>> export_saved_model(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "exports/bilm")
+    'exports/bilm'
+    >>> sorted(tf.saved_model.load("exports/bilm").signatures)
+    ['char_ids', 'default', 'serving_default', 'tokens']
+
     Args:
         model: a `keras_elmo.BiLM` (exported with `scalar_mix`, else the even mix), an
             `ElmoLayer` (its biLM and, unless `scalar_mix` is given, its first trained
@@ -67,6 +73,11 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
 def export_from_files(options_file, weight_file, path, mix_weights_file=None, **kwargs):
     """Exports a published-layout biLM (`options.json` + `weights.hdf5`).
 
+    Example:
+    >>> files = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "t")
+    >>> export_from_files(*files, "exports/t")
+    'exports/t'
+
     Args:
         options_file, weight_file: the biLM (bilm-tf / AllenNLP / keras-elmo layout).
         path: SavedModel directory to create.
@@ -84,6 +95,14 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
 def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **kwargs):
     """Exports `model_dir` to `out_dir` (or `out_dir/<version>` for TF Serving).
 
+    Example:
+    >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
+    >>> export_model_dir("tiny", "exports/tiny", version=1)
+    'exports/tiny/1'
+    >>> elmo = tf.saved_model.load("exports/tiny/1")
+    >>> elmo.signatures["default"](tf.constant(["我 爱 北京"]))["elmo"].shape
+    TensorShape([1, 3, 16])
+
     Args:
         model_dir: directory with options.json + weights.hdf5 (+ optional scalar_mix.json).
         out_dir: the SavedModel directory, or TF Serving's model base path with `version`.
@@ -100,7 +119,11 @@ def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **
 
 
 def versioned_path(out_dir, version):
-    """`out_dir/<version>`, TF Serving's layout, or `out_dir` when `version` is None."""
+    """`out_dir/<version>`, TF Serving's layout, or `out_dir` when `version` is None.
+
+    Example:
+    >>> versioned_path("exports/elmo", 3), versioned_path("exports/elmo", None)
+    ('exports/elmo/3', 'exports/elmo')"""
     if version is None:
         return os.fspath(out_dir)
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:

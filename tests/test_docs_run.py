@@ -139,6 +139,12 @@ def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
         assert (tmp_path / path).exists(), f"{document}: its blocks did not write {path}"
 
 
+def test_every_public_class_and_function_has_a_docstring_example():
+    missing = [name for name, obj in doc_blocks.public_objects()
+               if not doc_blocks.docstring_tests(name, obj)]
+    assert not missing, f"public names without a `>>>` example in their docstring: {missing}"
+
+
 @pytest.mark.parametrize("name, obj", doc_blocks.public_objects(),
                          ids=[name for name, _ in doc_blocks.public_objects()])
 def test_docstring_examples_run(name, obj, tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ import pytest
 
 from keras_elmo import ElmoEmbedder
 from keras_elmo.cli.main import main
-from keras_elmo.embedding.sentence_windows import windows
+from keras_elmo.text.sentence_windows import windows
 from keras_elmo.export import export_model_dir
 from test_export_helpers import make_model_dir, run_python
 
@@ -157,7 +157,8 @@ def test_cli_refuses_a_file_that_is_not_utf8_naming_sentence_and_token(contract,
     assert main(["embed", contract["model"], str(text), str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("keras-elmo embed: error: ")
-    assert "line 2: not UTF-8 (sentence 1, token b'caf\\xe9'" in err
+    assert ("line 2: not UTF-8 (invalid continuation byte at byte 3 of token b'caf\\xe9', "
+            "sentence 1)") in err
     assert not out.exists()
 
 

@@ -29,6 +29,11 @@ def find_model_files(model_dir):
     A training run's directory (`keras-elmo train`) and a published model both hold
     `options.json` and `weights.hdf5`; a `scalar_mix.json` beside them is returned if present.
 
+    Example:
+    >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
+    >>> find_model_files("tiny")
+    ('tiny/options.json', 'tiny/weights.hdf5', None)
+
     Raises:
         FileNotFoundError: the directory or one of the two required files is missing (the
             message says which, and what the directory holds).

@@ -335,6 +335,10 @@ def _refuse_non_finite(bad, size, where):
 def save_published(bilm, directory):
     """Writes `directory/options.json` and `directory/weights.hdf5` for a `BiLM`.
 
+    Example:
+    >>> save_published(BiLM(BiLMOptions.tiny()), "tiny_bilm")
+    ('tiny_bilm/options.json', 'tiny_bilm/weights.hdf5')
+
     Returns:
         `(options_path, weights_path)`.
     """

@@ -57,6 +57,11 @@ def token_to_char_ids(token, max_characters_per_token=constants.MAX_CHARACTERS_P
     """Char ids of one token, shifted by +1: a list of `max_characters_per_token` ints.
 
     The empty token `""` is a real (empty) word: `[BOW, EOW, PAD, ...]` shifted.
+
+    Example:
+    >>> ids = token_to_char_ids("ab")  # BOW, a, b, EOW, then padding; every id + 1
+    >>> ids[:5], len(ids)
+    ([259, 98, 99, 260, 261], 50)
     """
     length = _check_max_characters(max_characters_per_token)
     if isinstance(token, bytes):

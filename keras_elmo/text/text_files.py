@@ -1,8 +1,8 @@
 """Text input of every command: UTF-8 lines, one policy.
 
 Policy (README "Input text"): every text file keras-elmo reads (corpora, held-out files,
-sentences to embed, vocabularies) must be UTF-8. A line that is not is an error naming the
-file and the 1-based line number, in every command (`vocab`, `train`, `perplexity`,
+sentences to embed, vocabularies) must be UTF-8. A line that is not is one error naming the
+file, the 1-based line number, the token and the sentence's index, in every command (`vocab`, `train`, `perplexity`,
 `embed`, `neighbors`); no byte is dropped or replaced silently. Lines end at `\\n`; a
 trailing `\\r` is removed with it.
 
@@ -16,14 +16,35 @@ Example:
 """
 
 import codecs
+import re
 
 #: Bytes read per block by `check_utf8`.
 _BLOCK_BYTES = 1 << 20
+#: The ASCII bytes `str.split()` splits on: where a token of a line's raw bytes ends.
+_ASCII_SPACE = re.compile(rb"[\t\n\v\f\r\x1c-\x1f ]")
 
 
-def _not_utf8(path, line_number, error):
+def not_utf8_error(path, line_number, raw, error):
+    """The one-line `ValueError` of every command for line `line_number` (1-based) whose
+    bytes `raw` are not UTF-8: it names the file, the line, the token holding the fault and
+    the sentence's 0-based index (the key `keras-elmo embed` would have given it).
+
+    Example:
+    >>> raw = b"ok caf\\xe9 x"
+    >>> try:
+    ...     raw.decode("utf-8")
+    ... except UnicodeDecodeError as error:
+    ...     print(not_utf8_error("in.txt", 2, raw, error))
+    in.txt, line 2: not UTF-8 (invalid continuation byte at byte 3 of token b'caf\\xe9', sentence 1)...
+    """
+    starts = [match.end() for match in _ASCII_SPACE.finditer(raw, 0, error.start)]
+    start = starts[-1] if starts else 0
+    after = _ASCII_SPACE.search(raw, error.start)
+    token = raw[start:after.start() if after else len(raw)]
     return ValueError(f"{path}, line {line_number}: not UTF-8 ({error.reason} at byte "
-                      f"{error.start} of the line); expected UTF-8 text, one sentence per line.")
+                      f"{error.start - start} of token {token!r}, sentence {line_number - 1}); "
+                      "expected UTF-8 text, one sentence per line (a file's invalid bytes are "
+                      "refused, never dropped).")
 
 
 def read_text_lines(path):
@@ -37,7 +58,7 @@ def read_text_lines(path):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise _not_utf8(path, line_number, error) from None
+                raise not_utf8_error(path, line_number, raw, error) from None
             yield line_number, text.rstrip("\r\n")
 
 
