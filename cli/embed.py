@@ -129,8 +129,8 @@ def run(args):
     from keras_elmo.process.process_memory import limit_malloc_retention
 
     limit_malloc_retention()  # large freed buffers go back to the OS (see process_memory)
-    if args.quiet:  # TensorFlow's native log lines after start-up too (a value set wins)
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.quiet:  # nothing on success: TensorFlow's native log lines after start-up too
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # (errors stay: ours are one Python line)
     import_tensorflow()
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
