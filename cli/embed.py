@@ -111,9 +111,9 @@ def run(args):
     # One clear line for a bad model or path, before loading TF.
     options_file, weight_file, found_mix, found_vocab = model_files(args)
     check_paths(args.input, args.output)
-    from keras_elmo.embedding.inputs import check_utf8_sentences
+    from keras_elmo.text.text_files import check_utf8
 
-    check_utf8_sentences(args.input)  # refused before any work: line, sentence, token named
+    check_utf8([args.input])  # refused before any work: line, token and sentence named
     tokenizer = resolve_tokenizer(args, options_file)
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")

@@ -13,8 +13,7 @@ Example:
 import itertools
 import os
 
-from keras_elmo.text import text_files
-from keras_elmo.text.text_files import check_utf8
+from keras_elmo.text.text_files import read_text_lines
 from keras_elmo.text.tokenizers import tokenize
 
 
@@ -29,37 +28,15 @@ def count_lines(path):
 
 
 def read_lines(path):
-    """Yields `(index, text)` per line (0-based index), UTF-8, newline removed.
+    """Yields `(index, text)` per line (0-based index: the sentence's dataset key), UTF-8,
+    newline removed: `keras_elmo.text.text_files.read_text_lines` counted from 0.
 
     Raises:
-        ValueError: a line is not UTF-8 (the policy of `keras_elmo.text.text_files`: files
-            are refused, never repaired): one line naming the file, the 1-based line, the
-            sentence's 0-based index (its dataset key) and the token holding the fault.
+        ValueError: a line is not UTF-8 (the one policy and message of every command: files
+            are refused, never repaired, naming the line, the token and the sentence).
     """
-    with open(path, "rb") as handle:
-        for index, raw in enumerate(handle):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise not_utf8_error(path, index, raw, error) from None
-            yield index, text.rstrip("\r\n")
-
-
-def check_utf8_sentences(path):
-    """Refuses a file that is not UTF-8 before any work, with `read_lines`' error (the
-    sentence and the token named); a fast block check when the file is fine."""
-    try:
-        check_utf8([path])
-    except ValueError:
-        for _ in read_lines(path):
-            pass
-        raise
-
-
-def not_utf8_error(path, index, raw, error):
-    """The one-line `ValueError` for line `index` (0-based) whose bytes `raw` are not UTF-8
-    (`keras_elmo.text.text_files.not_utf8_error`, the message of every command)."""
-    return text_files.not_utf8_error(path, index + 1, raw, error)
+    for line_number, text in read_text_lines(path):
+        yield line_number - 1, text
 
 
 def tokenized_lines(lines, tokenizer="whitespace", lines_per_call=256):
