@@ -37,8 +37,8 @@ CONFIG_FLAGS = {
     "precision": ("--precision", str, "float32 (default), mixed_float16 (GPUs with float16 "
                   "tensor cores; loss scaling) or mixed_bfloat16; weights stay float32"),
     "jit_compile": ("--jit-compile", bool, "compile the step's forward and backward pass "
-                    "with XLA (off by default; experimental: it recompiles after every "
-                    "update, see docs/training.md 'On GPUs')"),
+                    "with XLA, once per length bucket (off by default: for GPUs; slower on "
+                    "CPUs, see docs/training.md 'On GPUs')"),
     "steps_per_execution": ("--steps-per-execution", int, "training steps per call of the "
                             "compiled loop, values read back once per call (default 1)"),
 }

@@ -103,3 +103,22 @@ def test_raw_text_is_tokenised_in_the_pipeline(tmp_path):
     config = _config(tokenizer="unicode-script", n_tokens_vocab=len(vocab), max_sentence_tokens=8)
     rows = sorted(_rows(make_dataset([path], vocab, config, shuffle=False)))
     assert rows == sorted([[0, 3, 7, 4, 5, 2, 1], [0, 6, 1]])  # "!" is out of vocabulary
+
+
+def test_an_xla_compiled_run_pads_each_bucket_to_one_length(tmp_path):
+    """With `jit_compile` every batch of a bucket has the bucket's longest length (the step
+    compiles once per shape), and the sentences are the same as without."""
+    lines = ["a", "a b", "a b c", "a b c d", "b", "c d", "d c b"]
+    path = _write(tmp_path / "a.txt", lines)
+    config = _config(max_sentence_tokens=8, batch_tokens=64)
+    plain = list(make_dataset([path], VOCAB, config, shuffle=False))
+    compiled = list(make_dataset([path], VOCAB, config.replace(jit_compile=True), shuffle=False))
+    largest = [edge - 1 for edge in bucket_boundaries(config.max_sentence_tokens + 2)]
+    largest.append(config.max_sentence_tokens + 2)
+    lengths = {b["token_ids"].shape[1] for b in compiled}
+    assert lengths <= set(largest), (lengths, largest)
+    assert any(b["token_ids"].shape[1] > np.count_nonzero(b["char_ids"].numpy()[..., 0], 1).max()
+               for b in compiled)  # padded past its longest sentence
+    assert sorted(_rows(compiled)) == sorted(_rows(plain))
+    for batch in compiled:
+        assert batch["char_ids"].shape[:2] == batch["token_ids"].shape

@@ -9,6 +9,10 @@ Tolerance: the loss sums to 1e-5 relative, every gradient to 1e-4 of its largest
 """
 
 import io
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -78,3 +82,46 @@ def test_compiled_training_runs_and_learns(tiny_corpus):
                      stream=io.StringIO()).fit(files, max_steps=10)
     losses = [report["loss"] for report in result["history"]]
     assert result["step"] == 10 and all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+_COMPILE_COUNT = textwrap.dedent("""
+    import io, sys
+    import numpy as np, tensorflow as tf
+    from keras_elmo.training.config import TrainingConfig
+    from keras_elmo.training.model_dir import ModelDir
+    from keras_elmo.training.vocabulary import Vocabulary
+    from keras_elmo.training.trainer import Trainer
+    from keras_elmo.text.characters import batch_to_ids
+    folder = sys.argv[1]
+    vocab = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b", "c"])
+    vocab.save(folder + "/vocab.txt")
+    config = TrainingConfig.preset("tiny").replace(n_tokens_vocab=len(vocab), dropout=0.0,
+                                                   jit_compile=True)
+    model_dir = ModelDir(folder + "/model")
+    model_dir.prepare(config, folder + "/vocab.txt")
+    trainer = Trainer(config, vocab, model_dir, stream=io.StringIO())
+    sentences = [["<S>", "a", "b", "c", "</S>"], ["<S>", "c", "a", "</S>"]]
+    char_ids = tf.constant(batch_to_ids(sentences))
+    token_ids = np.zeros(char_ids.shape[:2], np.int32)
+    for i, sentence in enumerate(sentences):
+        token_ids[i, :len(sentence)] = vocab.encode(sentence)
+    count = trainer.model.target_count(char_ids)
+    variables = trainer.model.trainable_variables
+    for _ in range(3):  # a step, an update of every weight, the next step
+        sums, grads = trainer._gradients(char_ids, tf.constant(token_ids), count, None)
+        trainer.optimizer.apply([tf.convert_to_tensor(g) for g in grads], variables)
+    print("losses", float(sums["forward"]))
+""")
+
+
+def test_the_compiled_step_compiles_once_across_weight_updates(tmp_path):
+    """Three steps with an optimizer update between them compile the step once: the
+    weights are parameters of the compiled program, not constants baked into it (a
+    `tf.cond` around the step once made XLA compile again after every update)."""
+    env = dict(os.environ, TF_CPP_VMODULE="device_compiler=2", TF_CPP_MIN_LOG_LEVEL="0")
+    result = subprocess.run([sys.executable, "-c", _COMPILE_COUNT, str(tmp_path)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    compiles = result.stderr.count("Compilation of XLA executable time")
+    constants = result.stderr.count("kind=constant-resource")
+    assert compiles == 1 and constants == 0, (compiles, constants)

@@ -89,9 +89,10 @@ class TrainingConfig:
             bfloat16). Variables, the softmax, the loss, the weight file and exports stay
             float32 in every precision.
         jit_compile: bool, compile the step's forward and backward pass with XLA (the
-            sampled-softmax negatives are drawn before it). Same loss and gradients; off
-            by default: TF 2.21 recompiles it after every weight update (docs/training.md,
-            "On GPUs"), so it is far slower until that is fixed.
+            sampled-softmax negatives are drawn before it; batches padded to their length
+            bucket's longest, one compilation per bucket). Same loss and gradients; off by
+            default: meant for GPUs, slower than the default step on CPUs
+            (docs/training.md, "On GPUs").
         steps_per_execution: int, training steps per call of the compiled loop; values are
             read back to Python once per call (and at every log, evaluation and checkpoint
             step). 1 (default) reads back after every step.

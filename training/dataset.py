@@ -16,7 +16,8 @@ that is used later. Steps, all inside tf.data:
    that many tokens and each chunk is trained as its own sentence;
 4. each sentence becomes `<S> t1 ... tn </S>` and sentences of similar length are batched
    with a token budget (`bucket_by_sequence_length`): `sentences * padded_length <=
-   batch_tokens`, at most `batch_size` sentences;
+   batch_tokens`, at most `batch_size` sentences, padded to the batch's longest sentence
+   (to the bucket's longest possible one when `jit_compile`: fewer shapes to compile);
 5. tokens become char ids (`keras_elmo.text.characters.tf_padded_char_ids`, padding rows all zero)
    and vocabulary ids (out-of-vocabulary -> `<UNK>`).
 
@@ -157,11 +158,16 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
 
     sentences = sentences.map(add_boundaries)
     edges = bucket_boundaries(max_length)
+    if config.jit_compile and (not edges or edges[-1] <= max_length):
+        edges.append(max_length + 1)  # every length below the last edge
     largest = [edge - 1 for edge in edges] + [max_length]  # longest sentence per bucket
     sizes = [max(1, min(config.batch_size, config.batch_tokens // n)) for n in largest]
+    # An XLA-compiled step compiles once per batch shape: then every batch of a bucket is
+    # padded to the bucket's longest length, so there are a few shapes, not one per length.
     batches = sentences.bucket_by_sequence_length(
         lambda tokens: tf.shape(tokens)[0], bucket_boundaries=edges, bucket_batch_sizes=sizes,
-        padded_shapes=[None], padding_values=b"", drop_remainder=False)  # (B, T) tf.string
+        padded_shapes=[None], padding_values=b"", drop_remainder=False,
+        pad_to_bucket_boundary=config.jit_compile)  # (B, T) tf.string
     if skip_batches:
         batches = batches.skip(skip_batches)
     if input_context is not None and input_context.num_input_pipelines > 1:

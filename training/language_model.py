@@ -137,6 +137,11 @@ class LanguageModel(keras.Model):
         if sampled is None:
             sampled = self.use_sampled_softmax and training
         token_ids = tf.cast(token_ids, tf.int32)
+        if static_shapes:  # zero-size batches give zero sums on these paths by themselves
+            # (no cond: XLA would make every input of the step a compile-time constant and
+            # compile again after each weight update)
+            return self._nll_sums(char_ids, token_ids, training, sampled, sequence_gradient,
+                                  negatives, static_shapes)
         # A replica can get an empty batch at the end of an epoch (tf.distribute pads the
         # last step with zero-size batches); its sums are zero.
         return tf.cond(tf.size(token_ids) > 0,
