@@ -1,4 +1,5 @@
-"""Products of the LSTM backward pass with a transposed operand vs a contiguous transposed copy.
+"""The LSTM step's products in each weight layout: backward with a transposed operand vs a
+contiguous copy, forward with the kernel stored `(in, out)` vs `(out, in)`.
 
 The gradient of `y = x W` with respect to `x` is `dy W^T`. Written as
 `tf.matmul(dy, W, transpose_b=True)` it ran 2-5x slower on this CPU than
@@ -15,9 +16,22 @@ Each timing is a `tf.function` running the product `--inner` times; the variants
 interleaved and repeated (median and range). The training loop's backward pass
 (`keras_elmo.layers.lstm_sequence_gradient`) makes the copies once per call.
 
+The forward products of a step (`h W_h`, `m W_p`, float32) are timed in two layouts:
+
+- `in_out`:  `tf.matmul(h, W)`, the kernel stored `(in, out)` (what the float32 cell keeps);
+- `out_in`:  `tf.transpose(tf.matmul(W_t, h, transpose_b=True))`, the kernel stored
+  `(out, in)`: the product computed as `W^T h^T`, one row of `W^T` per output.
+
+Which is faster depends on the rows and the CPU class (measured 2026-11-25, 2-core AMD
+EPYC, one thread per op; AVX2 behaviour with `ONEDNN_MAX_CPU_ISA=AVX2`): at batch 32 the
+published `h W_h` ran at 27-32 GFLOP/s `in_out` against 57-61 `out_in` on AVX2 (oneDNN on or
+off), 65-69 against 69-78 on AVX512; at batch 1 `in_out` is about 2x faster on both
+classes. The line `out_in / in_out` below prints the ratio of the times.
+
 Example:
     python benchmarks/matmul_layouts.py
     python benchmarks/matmul_layouts.py --sizes published --batch 1 --repeats 7
+    ONEDNN_MAX_CPU_ISA=AVX2 python benchmarks/matmul_layouts.py --sizes published
 """
 
 import os
@@ -38,6 +52,14 @@ def products(units, projection, batch):
     return {
         "dz @ W_h^T": ((batch, 4 * units), (projection, 4 * units)),
         "dh @ W_p^T": ((batch, projection), (units, projection)),
+    }
+
+
+def forward_products(units, projection, batch):
+    """`{name: (h_shape, kernel_shape)}` of the step's forward `h @ W` products, W `(in, out)`."""
+    return {
+        "h @ W_h": ((batch, projection), (projection, 4 * units)),
+        "m @ W_p": ((batch, units), (units, projection)),
     }
 
 
@@ -75,6 +97,17 @@ def main(argv=None):
                 "contiguous": timed(tf.matmul, a, b_t),
                 "copy": timed(tf.transpose, b),
             }
+        for name, (h_shape, w_shape) in forward_products(units, projection,
+                                                         args.batch).items():
+            h, w = tf.random.normal(h_shape), tf.random.normal(w_shape)
+            w_t = tf.transpose(w)
+            label = (f"{size} forward {name} ({h_shape[0]}x{h_shape[1]} @ "
+                     f"{w_shape[0]}x{w_shape[1]})")
+            cases[label] = {
+                "in_out": timed(tf.matmul, h, w),
+                "out_in": timed(lambda x, y: tf.transpose(tf.matmul(y, x, transpose_b=True)),
+                                h, w_t),
+            }
     samples = {(c, v): [] for c, variants in cases.items() for v in variants}
     for _ in range(args.repeats):
         for case, variants in cases.items():
@@ -89,7 +122,10 @@ def main(argv=None):
             low, high = spread[variant]
             print(f"  {variant:12s} {1e6 * seconds:9.1f} us (range {1e6 * low:.1f}.."
                   f"{1e6 * high:.1f})")
-        print(f"  transpose_b / contiguous: {med['transpose_b'] / med['contiguous']:.2f}x")
+        if "transpose_b" in med:
+            print(f"  transpose_b / contiguous: {med['transpose_b'] / med['contiguous']:.2f}x")
+        else:
+            print(f"  out_in / in_out: {med['out_in'] / med['in_out']:.2f}x")
     return 0
 
 
