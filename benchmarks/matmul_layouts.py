@@ -22,11 +22,12 @@ The forward products of a step (`h W_h`, `m W_p`, float32) are timed in two layo
 - `out_in`:  `tf.transpose(tf.matmul(W_t, h, transpose_b=True))`, the kernel stored
   `(out, in)`: the product computed as `W^T h^T`, one row of `W^T` per output.
 
-Which is faster depends on the rows and the CPU class (measured 2026-11-25, 2-core AMD
-EPYC, one thread per op; AVX2 behaviour with `ONEDNN_MAX_CPU_ISA=AVX2`): at batch 32 the
-published `h W_h` ran at 27-32 GFLOP/s `in_out` against 57-61 `out_in` on AVX2 (oneDNN on or
-off), 65-69 against 69-78 on AVX512; at batch 1 `in_out` is about 2x faster on both
-classes. The line `out_in / in_out` below prints the ratio of the times.
+Which is faster depends on the rows and the CPU class (measured 2026-11-25 with this
+script, 2-core AMD EPYC, one thread per op; AVX2 behaviour with `ONEDNN_MAX_CPU_ISA=AVX2`):
+the published `h W_h` at batch 32 took 9.5 ms `in_out` against 4.3 ms `out_in` on AVX2 with
+oneDNN on (8.5 against 4.2 with it off), 3.7 against 4.0 ms on AVX512; at batch 1 0.59
+against 1.30 ms on AVX2 and 0.57 against 1.30 on AVX512. The line `out_in / in_out` below
+prints the ratio of the times.
 
 Example:
     python benchmarks/matmul_layouts.py
