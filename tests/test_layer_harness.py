@@ -55,12 +55,14 @@ class CellLoop(keras.layers.Layer):
         self.cell.build(input_shape)
 
     def call(self, inputs):
-        gates = self.cell.input_gates(ops.cast(inputs, self.compute_dtype))  # (batch, T, 4U)
-        state = self.cell.zero_state(tf.shape(inputs)[0])
+        # the cell is feature-major: (input_dim, T, batch) -> gates (4U, T, batch)
+        gates = self.cell.input_gates(tf.transpose(ops.cast(inputs, self.compute_dtype),
+                                                   (2, 1, 0)))
+        state = self.cell.zero_state(tf.shape(inputs)[0])  # (P, batch), (U, batch)
         outputs = []
         for t in range(inputs.shape[1]):  # static T: the tests' sequences are tiny
             state = self.cell.step(gates[:, t], state)
-            outputs.append(state[0])
+            outputs.append(tf.transpose(state[0]))  # (batch, P)
         return tf.stack(outputs, axis=1)
 
     def compute_output_shape(self, input_shape):

@@ -8,16 +8,20 @@ import keras_elmo
 
 
 def _autodiff_direction(cell, x, length):
-    """Plain-TF forward pass of one direction over `x` `(T, in)` for one sentence."""
+    """Plain-TF forward pass of one direction over `x` `(T, in)` for one sentence.
+
+    Batch-major, `h @ W` with the kernels `(in, out)`: the cell stores them `(out, in)`."""
+    w_x, w_h, w_p = (tf.transpose(k) for k in (cell.input_kernel, cell.recurrent_kernel,
+                                                cell.projection_kernel))
     h = tf.zeros((1, cell.projection_dim))
     c = tf.zeros((1, cell.units))
     outs = []
     for t in range(length):
-        z = x[t:t + 1] @ cell.input_kernel + cell.bias + h @ cell.recurrent_kernel
+        z = x[t:t + 1] @ w_x + cell.bias + h @ w_h
         z_i, z_f, z_c, z_o = tf.split(z, 4, axis=-1)
         c = tf.sigmoid(z_f + 1.0) * c + tf.sigmoid(z_i) * tf.tanh(z_c)
         c = tf.clip_by_value(c, -cell.cell_clip, cell.cell_clip)
-        h = tf.clip_by_value((tf.sigmoid(z_o) * tf.tanh(c)) @ cell.projection_kernel,
+        h = tf.clip_by_value((tf.sigmoid(z_o) * tf.tanh(c)) @ w_p,
                              -cell.proj_clip, cell.proj_clip)
         outs.append(h[0])
     return tf.stack(outs)

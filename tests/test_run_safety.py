@@ -163,7 +163,7 @@ def test_a_checkpoint_that_does_not_match_options_json_is_one_line(data, capfd):
         assert len(err) == 1, err  # no wall of TensorFlow warnings
         assert (f"checkpoint {model_dir.checkpoint_dir}/ckpt-0 does not match options.json "
                 "(it was written with other options): model variable 0014_input_kernel has "
-                "shape (8, 48), expected (8, 56).") in err[0], err
+                "shape (48, 8), expected (56, 8).") in err[0], err
 
 
 def test_perplexity_refuses_a_non_finite_checkpoint(data, capfd):

@@ -90,8 +90,8 @@ def test_the_head_reads_the_backbone_it_holds():
 
 def test_a_trained_float32_backbone_loads_into_a_bfloat16_biLM_through_its_weight_file(
         tmp_path):
-    """A bfloat16 biLM stores its LSTM kernels transposed; the weight file holds (in, out),
-    so the float32 backbone's weights arrive rounded to bfloat16, exactly."""
+    """The cells store their LSTM kernels (out, in); the weight file holds (in, out), so the
+    float32 backbone's weights arrive in a bfloat16 biLM rounded to bfloat16, exactly."""
     from keras_elmo.formats.weight_file import bilm_weight_arrays, save_bilm_weights
 
     model = LanguageModel(BiLM(BiLMOptions.tiny()), vocab_size=9)

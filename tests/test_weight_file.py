@@ -164,7 +164,8 @@ def test_loading_in_blocks_of_rows_is_exact(tmp_path, monkeypatch):
     w_0 = arrays["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"]  # (P + P, 4D), gates i, j, f, o
     d = 12
     i, j, f, o = (w_0[8:, k * d:(k + 1) * d] for k in range(4))
-    np.testing.assert_array_equal(cell.recurrent_kernel.numpy(), np.concatenate([i, f, j, o], 1))
+    # the cell stores its kernels (out, in)
+    np.testing.assert_array_equal(cell.recurrent_kernel.numpy(), np.concatenate([i, f, j, o], 1).T)
     out = str(tmp_path / "out.hdf5")
     save_bilm_weights(bilm, out)
     _assert_same_arrays(weight_fixtures.read_hdf5_datasets(out), arrays)

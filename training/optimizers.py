@@ -17,6 +17,8 @@ Example:
 import keras
 import tensorflow as tf
 
+from keras_elmo.training.distribute import gather_rows
+
 
 @keras.saving.register_keras_serializable(package="keras_elmo_training")
 class SparseAdagrad(keras.optimizers.Adagrad):
@@ -49,7 +51,8 @@ class SparseAdagrad(keras.optimizers.Adagrad):
                                               position, tf.shape(rows)[0])
         lr = tf.cast(learning_rate, variable.dtype)
         accumulator, variable = _tf_variable(accumulator), _tf_variable(variable)
-        accumulated = tf.gather(accumulator, rows) + tf.square(values)
+        # Row reads only: a whole read of a row-updated table copies it (see gather_rows).
+        accumulated = gather_rows(accumulator, rows, like=variable) + tf.square(values)
         accumulator.scatter_update(tf.IndexedSlices(accumulated, rows))
         step = lr * values / tf.sqrt(accumulated + self.epsilon)
         variable.scatter_sub(tf.IndexedSlices(step, rows))

@@ -16,6 +16,8 @@ True
 import keras
 import tensorflow as tf
 
+from keras_elmo.training.distribute import gather_rows
+
 
 @keras.saving.register_keras_serializable(package="keras_elmo_training")
 class SharedSoftmax(keras.layers.Layer):
@@ -95,12 +97,13 @@ class SharedSoftmax(keras.layers.Layer):
                                                     else negatives)
         hidden = tf.cast(hidden, tf.float32)
         targets = tf.cast(targets, tf.int64)  # (N,)
-        # Gathers from the tf.Variables: the table's gradient stays IndexedSlices rows.
-        table, bias = self.embeddings.value, self.bias.value
-        true_logits = (tf.reduce_sum(hidden * tf.gather(table, targets), axis=1)
-                       + tf.gather(bias, targets) - tf.math.log(true_expected[:, 0]))  # (N,)
-        sampled_logits = tf.matmul(hidden, tf.gather(table, sampled), transpose_b=True) + \
-            tf.gather(bias, sampled)  # (N, S)
+        # Row reads of the variables: no copy of the table, whose gradient stays
+        # IndexedSlices rows (see gather_rows).
+        table, bias = self.embeddings, self.bias
+        true_logits = (tf.reduce_sum(hidden * gather_rows(table, targets), axis=1)
+                       + gather_rows(bias, targets) - tf.math.log(true_expected[:, 0]))  # (N,)
+        sampled_logits = tf.matmul(hidden, gather_rows(table, sampled), transpose_b=True) + \
+            gather_rows(bias, sampled)  # (N, S)
         hits = tf.equal(targets[:, tf.newaxis], sampled[tf.newaxis, :])  # (N, S)
         sampled_logits = tf.where(hits, sampled_logits + tf.float32.min, sampled_logits)
         sampled_logits -= tf.math.log(sampled_expected)

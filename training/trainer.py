@@ -117,7 +117,7 @@ class Trainer:
         """Restores the newest checkpoint of the model directory; returns its path or None."""
         path = self.model_dir.latest_checkpoint()
         if path is not None:
-            restore(self.checkpoint, path)
+            restore(self.checkpoint, path, self.model)
         return path
 
     def save(self):

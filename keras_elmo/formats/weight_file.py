@@ -91,7 +91,7 @@ def _mapping(bilm):
                 for variable, offset in ((cell.input_kernel, 0),
                                          (cell.recurrent_kernel, input_dim)):
                     _assign_rows(variable, lambda r0, r1, o=offset: _tf_to_keras_gates(
-                        _read(dataset, o + r0, o + r1), units), cell.kernels_transposed)
+                        _read(dataset, o + r0, o + r1), units), transposed=True)
 
             def save_w(cell=cell):
                 stacked = np.concatenate([cell.logical_array(cell.input_kernel),
@@ -100,7 +100,7 @@ def _mapping(bilm):
 
             def load_p(dataset, cell=cell):
                 _assign_rows(cell.projection_kernel,
-                             lambda r0, r1: _read(dataset, r0, r1), cell.kernels_transposed)
+                             lambda r0, r1: _read(dataset, r0, r1), transposed=True)
 
             entries.append((prefix + "W_0", (input_dim + proj, constants.NUM_GATES * units),
                             load_w, save_w))
@@ -130,8 +130,8 @@ def _assign_rows(variable, read_rows, transposed=False):
     The array is the only full-size temporary (no permuted second copy). Assigning slices
     of the variable instead would put it in TensorFlow's copy-on-read mode (sparse access):
     every later read, every step of the LSTM loop, would then copy the whole matrix.
-    `transposed`: the variable stores the transpose of what the rows make up (a bfloat16
-    cell's `W_x`, `W_h`, `W_p`); the blocks go into the array's columns.
+    `transposed`: the variable stores the transpose of what the rows make up (an LSTM
+    cell's `W_x`, `W_h`, `W_p`, kept `(out, in)`); the blocks go into the array's columns.
     """
     shape = tuple(variable.shape)
     rows_shape = shape[::-1] if transposed else shape

@@ -7,14 +7,16 @@ Weights are kept in Keras' gate order (i, f, c, o); `keras_elmo.formats.weight_f
 and to the published order (i, j, f, o). Like the published files, `bias` does not hold the
 constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips bit for bit.
 
-A bfloat16 cell (`dtype="bfloat16"`, the explicit reduced-precision option) stores its
-kernels `W_x`, `W_h` and `W_p` transposed, `(out, in)`: TensorFlow's bfloat16 matmul (oneDNN)
-ran the published model's step products 2x faster at batch 1 and 1.5x at batch 32 with such
-a right operand than with `(in, out)`, and the hoisted input products 1.8x and 1.2x (an
-AVX512_BF16 CPU; float32 keeps `(in, out)`, which its kernel prefers). The layout is the
-cell's own business: `logical_kernels()`, `logical_weights()`, Keras weight files and
-`keras_elmo.formats.weight_file` all see `(in, out)` in every dtype. (A SavedModel holds the
-variables as stored: a bfloat16 export's `recurrent_kernel` is `(4U, P)`.)
+Feature-major: a step works on states with one column per batch row, `h` `(P, batch)` and
+`c` `(U, batch)`, and the cell stores its kernels `(out, in)`: `W_x` `(4U, in)`, `W_h`
+`(4U, P)`, `W_p` `(P, U)`, so every product of a step is `W @ state`. Measured against
+the batch-major `h @ W` with `(in, out)` kernels (2-core AMD EPYC, one thread per product,
+two at once as the two directions run; `benchmarks/matmul_layouts.py`), the products with a
+wide output and a narrow input ran up to 1.9x faster with AVX2 kernels and 1.2x with AVX512
+ones, and none slower; the gates split into four blocks of whole rows, without a copy. The
+layout is the cell's own business: `logical_kernels()`, `logical_weights()`, Keras weight
+files and `keras_elmo.formats.weight_file` all see `(in, out)`. (A SavedModel holds the
+variables as stored: its `recurrent_kernel` is `(4U, P)`.)
 """
 
 import collections
@@ -26,14 +28,14 @@ import tensorflow as tf
 
 from keras_elmo import constants
 
-#: Compute dtypes whose cells store `W_x`, `W_h` and `W_p` transposed (module docstring).
-TRANSPOSED_KERNEL_DTYPES = ("bfloat16",)
-
 #: What one step computes: the new state `(h, c)` and the unclipped values a hand-written
 #: backward pass needs (`keras_elmo.layers.lstm_sequence_gradient`): the gate
-#: pre-activations `z` `(batch, 4U)`, the memory before its clip `c_raw` `(batch, U)` and the
-#: projection before its clip `h_raw` `(batch, P)`.
+#: pre-activations `z` `(4U, batch)`, the memory before its clip `c_raw` `(U, batch)` and the
+#: projection before its clip `h_raw` `(P, batch)`.
 StepValues = collections.namedtuple("StepValues", ["h", "c", "z", "c_raw", "h_raw"])
+
+#: The cell's kernels, stored `(out, in)` (module docstring).
+_KERNEL_NAMES = ("input_kernel", "recurrent_kernel", "projection_kernel")
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -41,9 +43,9 @@ class LSTMProjectionCell(keras.layers.Layer):
     """An LSTM cell with a projection of its output and clipping, one step at a time.
 
     ```
-    z = x W_x + h W_h + b               # gates i, f, c, o
+    z = W_x x + W_h h + b               # gates i, f, c, o; feature-major: one column per row
     c' = clip(sigmoid(z_f + 1.0) * c + sigmoid(z_i) * tanh(z_c), -cell_clip, cell_clip)
-    h' = clip((sigmoid(z_o) * tanh(c')) W_p, -proj_clip, proj_clip)
+    h' = clip(W_p (sigmoid(z_o) * tanh(c')), -proj_clip, proj_clip)
     ```
 
     Args:
@@ -56,25 +58,22 @@ class LSTMProjectionCell(keras.layers.Layer):
             whose weights a file fills next (`BiLM.from_weights`).
         **kwargs: base layer arguments.
 
-    Attributes:
-        kernels_transposed: bool, from the compute dtype: `input_kernel`, `recurrent_kernel` and
-            `projection_kernel` are stored `(4 * units, input_dim)`, `(4 * units,
-            projection_dim)` and `(projection_dim, units)` (a bfloat16 cell), else
-            `(input_dim, 4 * units)`, `(projection_dim, 4 * units)` and `(units,
-            projection_dim)`. It follows the compute dtype, so a `mixed_bfloat16` cell
-            (float32 variables) is transposed too.
+    Weights: `input_kernel` `(4 * units, input_dim)`, `recurrent_kernel` `(4 * units,
+    projection_dim)`, `bias` `(4 * units,)`, `projection_kernel` `(projection_dim, units)`:
+    kernels `(out, in)` (module docstring); `logical_kernels()` and `logical_weights()` give
+    them `(in, out)`.
 
-    Call arguments (`step`):
-        input_gates: `(batch, 4 * units)`, this step's `x W_x + b` from `input_gates()`.
-        state: tuple `(h, c)` of shapes `(batch, projection_dim)` and `(batch, units)`.
+    Call arguments (`step`), feature-major:
+        input_gates: `(4 * units, batch)`, this step's `W_x x + b` from `input_gates()`.
+        state: tuple `(h, c)` of shapes `(projection_dim, batch)` and `(units, batch)`.
 
     Example:
     >>> cell = LSTMProjectionCell(units=12, projection_dim=8)
     >>> cell.build((None, 8))
-    >>> gates = cell.input_gates(np.ones((2, 8), "float32"))  # (2, 48)
+    >>> gates = cell.input_gates(np.ones((8, 2), "float32"))  # (48, 2): 2 rows
     >>> h, c = cell.step(gates, cell.zero_state(2))
     >>> h.shape, c.shape
-    (TensorShape([2, 8]), TensorShape([2, 12]))
+    (TensorShape([8, 2]), TensorShape([12, 2]))
     """
 
     def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None,
@@ -91,41 +90,39 @@ class LSTMProjectionCell(keras.layers.Layer):
         input_dim = int(input_shape[-1])
         gate_dim = constants.NUM_GATES * self.units
         kernel_init = "zeros" if self.zero_init else self.kernel_initializer
-        stored = (lambda shape: shape[::-1]) if self.kernels_transposed else (lambda s: s)
-        self.input_kernel = self.add_weight(  # Glorot's limit is the same either way
-            name="input_kernel", shape=stored((input_dim, gate_dim)), initializer=kernel_init)
+        # (out, in); Glorot's limit is the same either way round.
+        self.input_kernel = self.add_weight(
+            name="input_kernel", shape=(gate_dim, input_dim), initializer=kernel_init)
         self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=stored((self.projection_dim, gate_dim)),
+            name="recurrent_kernel", shape=(gate_dim, self.projection_dim),
             initializer=kernel_init)
         self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer="zeros")
         self.projection_kernel = self.add_weight(
-            name="projection_kernel", shape=stored((self.units, self.projection_dim)),
+            name="projection_kernel", shape=(self.projection_dim, self.units),
             initializer=kernel_init)
 
     def zero_state(self, batch_size):
-        """Zero `(h, c)` for `batch_size` rows."""
-        return (tf.zeros((batch_size, self.projection_dim), self.compute_dtype),
-                tf.zeros((batch_size, self.units), self.compute_dtype))
+        """Zero `(h, c)` for `batch_size` rows: `(projection_dim, batch)`, `(units, batch)`."""
+        return (tf.zeros((self.projection_dim, batch_size), self.compute_dtype),
+                tf.zeros((self.units, batch_size), self.compute_dtype))
 
     def input_gates(self, inputs):
-        """`x W_x + b` (+1.0 on the forget gate) for all steps at once.
+        """`W_x x + b` (+1.0 on the forget gate) for all steps at once, feature-major.
 
-        `(..., input_dim)` -> `(..., 4 * units)`; `step` takes one step's slice of this.
+        `(input_dim, ...)` -> `(4 * units, ...)`: one product over every column (e.g.
+        `(input_dim, T, batch)` -> `(4U, T, batch)`); `step` takes one step's `(4U, batch)`.
         """
-        leading = tf.shape(inputs)[:-1]
-        flat = tf.reshape(inputs, (-1, inputs.shape[-1]))  # (N, input_dim)
+        rest = tf.shape(inputs)[1:]
+        flat = tf.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
         # The constant forget bias joins the stored bias here, once for all steps.
         bias = self.bias + tf.concat(
             [tf.zeros((self.units,), self.bias.dtype),
              tf.fill((self.units,), tf.constant(constants.FORGET_BIAS, self.bias.dtype)),
              tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
-        gates = tf.matmul(flat, self.input_kernel,
-                          transpose_b=self.kernels_transposed)  # (N, 4 * units)
-        gates = tf.reshape(gates, tf.concat([leading, [constants.NUM_GATES * self.units]], 0))
-        # The bias joins after the reshape: a bias right on the matmul is fused by Grappler
-        # into one oneDNN inner product, which in bfloat16 held 2 x 50 MiB more at batch 32
-        # (published size, both directions at once) than this matmul and add.
-        return gates + bias
+        gates = tf.matmul(self.input_kernel, flat)  # (4 * units, N)
+        gates = tf.reshape(gates, tf.concat([[constants.NUM_GATES * self.units], rest], 0))
+        # The bias joins after the reshape, on the gate axis (4U, 1, ...).
+        return gates + tf.reshape(bias, [-1] + [1] * (len(inputs.shape) - 1))
 
     def step(self, input_gates, state, kernels=None):
         """One step: returns the new `(h, c)` (see `step_values`).
@@ -134,35 +131,35 @@ class LSTMProjectionCell(keras.layers.Layer):
         (read here when None).
         """
         kernels = self.kernels() if kernels is None else kernels
-        values = self.step_values(input_gates, state, kernels, self.kernels_transposed)
+        values = self.step_values(input_gates, state, kernels)
         return values.h, values.c
 
-    def step_values(self, input_gates, state, kernels, transposed):
-        """The one definition of a step (class docstring), in plain ops.
+    def step_values(self, input_gates, state, kernels):
+        """The one definition of a step (class docstring), in plain ops, feature-major.
 
         Args:
-            input_gates: `(batch, 4 * units)`, this step's `x W_x + b` (forget bias included).
-            state: `(h, c)` of shapes `(batch, projection_dim)` and `(batch, units)`.
-            kernels: `(W_h, W_p)`, stored `(out, in)` when `transposed`, else `(in, out)`.
-            transposed: bool, the layout of `kernels`.
+            input_gates: `(4 * units, batch)`, this step's `W_x x + b` (forget bias included).
+            state: `(h, c)` of shapes `(projection_dim, batch)` and `(units, batch)`.
+            kernels: `(W_h, W_p)` as stored, `(4U, P)` and `(P, U)` (`kernels()`).
 
         Returns:
             `StepValues`: the new `h`, `c` and the unclipped values of this step.
         """
         w_h, w_p = kernels
         h, c = state
-        z = input_gates + tf.matmul(h, w_h, transpose_b=transposed)  # (batch, 4U): i, f, c, o
+        z = input_gates + tf.matmul(w_h, h)  # (4U, batch): row blocks i, f, c, o
         i, f, g, o = self.gate_activations(z)
         c_raw = f * c + i * g  # the forget bias is already in input_gates
         c = self.clip_cell(c_raw)
-        h_raw = tf.matmul(o * tf.tanh(c), w_p, transpose_b=transposed)  # (batch, P)
+        h_raw = tf.matmul(w_p, o * tf.tanh(c))  # (P, batch)
         return StepValues(self.clip_projection(h_raw), c, z, c_raw, h_raw)
 
     @staticmethod
     def gate_activations(z):
-        """`(i, f, g, o)` of gate pre-activations `z` `(..., 4 * units)` in Keras' order
-        i, f, c, o: sigmoid, sigmoid, tanh, sigmoid; each `(..., units)`."""
-        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-1)
+        """`(i, f, g, o)` of gate pre-activations `z` `(..., 4 * units, batch)` in Keras'
+        order i, f, c, o (row blocks): sigmoid, sigmoid, tanh, sigmoid; each
+        `(..., units, batch)`."""
+        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-2)
         return tf.sigmoid(z_i), tf.sigmoid(z_f), tf.tanh(z_c), tf.sigmoid(z_o)
 
     def clip_cell(self, c):
@@ -176,38 +173,29 @@ class LSTMProjectionCell(keras.layers.Layer):
                                                                    self.proj_clip)
 
     @property
-    def kernels_transposed(self):
-        """True when the compute dtype stores the kernels `(out, in)` (module docstring)."""
-        return self.compute_dtype in TRANSPOSED_KERNEL_DTYPES
-
-    @property
     def input_dim(self):
-        """Width of the inputs the cell was built for, in any stored layout."""
-        return int(self.input_kernel.shape[-1 if self.kernels_transposed else 0])
+        """Width of the inputs the cell was built for."""
+        return int(self.input_kernel.shape[1])
 
     def kernels(self):
-        """`(W_h, W_p)` as stored, what every step reads: shapes `(P, 4U)` and `(U, P)`, or
-        `(4U, P)` and `(P, U)` when `kernels_transposed`."""
+        """`(W_h, W_p)` as stored, what every step reads: `(4U, P)` and `(P, U)`."""
         return (tf.convert_to_tensor(self.recurrent_kernel),
                 tf.convert_to_tensor(self.projection_kernel))
 
     def logical_kernels(self):
-        """`(W_h, W_p)` of shapes `(P, 4U)` and `(U, P)` in every dtype (transposed copies
-        for a bfloat16 cell; differentiable with respect to the variables)."""
+        """`(W_h, W_p)` of shapes `(P, 4U)` and `(U, P)`, `(in, out)` (transposed copies,
+        differentiable with respect to the variables)."""
         w_h, w_p = self.kernels()
-        if self.kernels_transposed:
-            return tf.transpose(w_h), tf.transpose(w_p)
-        return w_h, w_p
+        return tf.transpose(w_h), tf.transpose(w_p)
 
     def logical_array(self, variable):
-        """One of the cell's variables as a numpy array, a kernel `(in, out)` in any dtype."""
+        """One of the cell's variables as a numpy array, a kernel `(in, out)`."""
         array = np.asarray(variable.numpy())
-        return array.T if self._is_transposed(variable) else array
+        return array.T if self._is_kernel(variable) else array
 
     def logical_weights(self):
-        """`self.weights` as numpy arrays with every kernel `(in, out)`, in any dtype: what
-        `set_logical_weights` of a cell of any dtype takes (Keras' `get_weights` gives the
-        stored layout)."""
+        """`self.weights` as numpy arrays with every kernel `(in, out)`: what
+        `set_logical_weights` takes (Keras' `get_weights` gives the stored layout)."""
         return [self.logical_array(v) for v in self.weights]
 
     def set_logical_weights(self, arrays):
@@ -216,22 +204,20 @@ class LSTMProjectionCell(keras.layers.Layer):
             raise ValueError(f"{self.name} holds {len(self.weights)} weights; received "
                              f"{len(arrays)}.")
         for variable, value in zip(self.weights, arrays):
-            flip = self._is_transposed(variable)
+            flip = self._is_kernel(variable)
             expected = tuple(variable.shape)[::-1] if flip else tuple(variable.shape)
             if tuple(np.shape(value)) != expected:
                 raise ValueError(f"{variable.path}: expected shape {expected} (in, out); "
                                  f"received {np.shape(value)}.")
             variable.assign(np.transpose(value) if flip else value)
 
-    def _is_transposed(self, variable):
-        """True for a kernel this cell stores `(out, in)` (see `kernels_transposed`)."""
-        return self.kernels_transposed and any(
-            variable is k for k in (self.input_kernel, self.recurrent_kernel,
-                                    self.projection_kernel))
+    def _is_kernel(self, variable):
+        """True for one of the kernels, which the cell stores `(out, in)`."""
+        return any(variable is getattr(self, name) for name in _KERNEL_NAMES)
 
-    # Keras weight files hold `(in, out)` kernels in every dtype, so float32 and bfloat16
-    # models load each other's `.weights.h5` / `.keras`. The cell has no sublayers and no
-    # non-trainable weights: `self.weights` is the order Keras numbers them in.
+    # Keras weight files hold `(in, out)` kernels, as they did before the cell stored them
+    # `(out, in)`: files of either layout's era and of any dtype load here. The cell has no
+    # sublayers and no non-trainable weights: `self.weights` is the order Keras numbers them.
     def save_own_variables(self, store):
         for i, value in enumerate(self.logical_weights()):
             store[f"{i}"] = value

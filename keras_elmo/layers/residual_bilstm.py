@@ -17,8 +17,8 @@ class ResidualBiLSTM(keras.layers.Layer):
     The forward stack reads each sentence left to right, the backward stack reads it right
     to left *within its own length*, so padding never reaches a real position. With
     `use_skip_connections`, every layer after the first outputs `h + x` (its input added),
-    while the `h` fed back into its next step excludes `x`. Per time step only `h W_h` is
-    computed inside the loop; `x W_x` is one matmul over all steps, and both directions of a
+    while the `h` fed back into its next step excludes `x`. Per time step only `W_h h` is
+    computed inside the loop; `W_x x` is one matmul over all steps, and both directions of a
     layer advance in the same loop.
 
     Stateless by default: every sentence starts from zero `(h, c)`. With `stateful=True`
@@ -141,21 +141,22 @@ class ResidualBiLSTM(keras.layers.Layer):
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
-        keep = tf.transpose(mask)[:, :, tf.newaxis]  # (T, batch, 1)
         # Steps each direction runs: with skip_boundary_steps, not the last one in its own
         # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
         num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
         initial = self._initial_states(batch)
         finals = []
-        # Time-major inside, so the large (T, batch, 4 * units) gate tensors need no transpose.
-        inputs = tf.transpose(inputs, (1, 0, 2))  # (T, batch, P)
+        # Feature-major inside, (features, T, batch): every product is `W @ x` (see
+        # LSTMProjectionCell) and a step's slice of the gates is (4U, batch).
+        inputs = tf.transpose(inputs, (2, 1, 0))  # (P, T, batch)
         # Each direction's layer inputs, in that direction's own reading order.
-        layer_inputs = [inputs[:num_steps], _reverse(inputs, lengths)[:num_steps]]
+        layer_inputs = [inputs[:, :num_steps], _reverse(inputs, lengths)[:, :num_steps]]
+        keep = self._kept_positions(mask, lengths, num_tokens, skip_boundary_steps)
         outputs = []
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in _DIRECTIONS]
             dropped = [self._dropout(x, training) for x in layer_inputs]
-            gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (T, b, 4U)
+            gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
             if sequence_gradient:
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
@@ -163,20 +164,27 @@ class ResidualBiLSTM(keras.layers.Layer):
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
-            layer_inputs = hs  # (num_steps, batch, P) each
-            full = [tf.pad(h, [[0, num_tokens - num_steps], [0, 0], [0, 0]]) for h in hs]
-            both = tf.concat([full[0], _reverse(full[1], lengths)], axis=-1)  # (T, batch, 2P)
-            outputs.append(tf.where(keep, both, tf.zeros_like(both)))
-        if skip_boundary_steps:  # every row's boundary outputs are zero, not only the longest's
-            positions = tf.range(num_tokens)[:, tf.newaxis]  # (T, 1)
-            forward_keep = positions < lengths[tf.newaxis, :] - 1  # (T, batch)
-            backward_keep = tf.broadcast_to(positions > 0, (num_tokens, batch))  # (T, batch)
-            halves = tf.repeat(tf.stack([forward_keep, backward_keep], axis=-1),
-                               self.projection_dim, axis=-1)  # (T, batch, 2P): [fwd | bwd]
-            outputs = [tf.where(halves, o, tf.zeros_like(o)) for o in outputs]
+            layer_inputs = hs  # (P, num_steps, batch) each
+            full = [tf.pad(h, [[0, 0], [0, num_tokens - num_steps], [0, 0]]) for h in hs]
+            halves = [full[0], _reverse(full[1], lengths)]  # (P, T, batch) each, in text order
+            outputs.append(tf.concat([tf.where(k, h, tf.zeros_like(h))
+                                      for k, h in zip(keep, halves)], axis=0))  # (2P, T, b)
         if self.stateful:
             self._store_states(finals, batch)
-        return tf.transpose(tf.stack(outputs), (2, 0, 1, 3))  # (batch, num_layers, T, 2P)
+        return tf.transpose(tf.stack(outputs), (3, 0, 2, 1))  # (batch, num_layers, T, 2P)
+
+    @staticmethod
+    def _kept_positions(mask, lengths, num_tokens, skip_boundary_steps):
+        """`[forward, backward]` bool `(1, T, batch)`: where each direction's output is kept
+        (real tokens; with skip_boundary_steps not the forward half at each row's last
+        position nor the backward half at position 0, whose steps did not run)."""
+        real = tf.transpose(mask)  # (T, batch)
+        if not skip_boundary_steps:
+            return [real[tf.newaxis], real[tf.newaxis]]
+        positions = tf.range(num_tokens)[:, tf.newaxis]  # (T, 1)
+        forward = positions < lengths[tf.newaxis, :] - 1  # (T, batch)
+        backward = tf.logical_and(real, positions > 0)  # (T, batch)
+        return [forward[tf.newaxis], backward[tf.newaxis]]
 
     def _dropout(self, x, training):
         if training and self.dropout > 0:
@@ -184,7 +192,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         return x
 
     def _initial_states(self, batch):
-        """`[layer][direction] -> (h, c)` at the start of the call."""
+        """`[layer][direction] -> (h, c)` at the start of the call, feature-major
+        (`(P, batch)`, `(U, batch)`)."""
         if not self.stateful:
             zeros = self.cells["forward"][0].zero_state(batch)
             return [[zeros] * len(_DIRECTIONS) for _ in range(self.num_layers)]
@@ -192,12 +201,16 @@ class ResidualBiLSTM(keras.layers.Layer):
             batch, self.max_batch_size,
             message=f"stateful ResidualBiLSTM got a batch larger than max_batch_size="
                     f"{self.max_batch_size}")
-        return [[(self.state_h[layer, d, :batch], self.state_c[layer, d, :batch])
+        return [[(tf.transpose(self.state_h[layer, d, :batch]),
+                  tf.transpose(self.state_c[layer, d, :batch]))
                  for d in range(len(_DIRECTIONS))] for layer in range(self.num_layers)]
 
     def _store_states(self, finals, batch):
-        new_h = tf.stack([tf.stack([s[0] for s in layer]) for layer in finals])  # (L, 2, b, P)
-        new_c = tf.stack([tf.stack([s[1] for s in layer]) for layer in finals])  # (L, 2, b, U)
+        """Keeps each row's final `(h, c)`, stored batch-major `(L, 2, max_batch, ...)`."""
+        new_h = tf.stack([tf.stack([tf.transpose(s[0]) for s in layer])
+                          for layer in finals])  # (L, 2, b, P)
+        new_c = tf.stack([tf.stack([tf.transpose(s[1]) for s in layer])
+                          for layer in finals])  # (L, 2, b, U)
         self.state_h.assign(tf.concat([new_h, self.state_h[:, :, batch:]], axis=2))
         self.state_c.assign(tf.concat([new_c, self.state_c[:, :, batch:]], axis=2))
 
@@ -218,8 +231,8 @@ class ResidualBiLSTM(keras.layers.Layer):
 
 
 def _reverse(x, lengths):
-    """Reverses each sequence of time-major `x` `(T, batch, dim)` within its own length."""
-    return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+    """Reverses each sequence of feature-major `x` `(dim, T, batch)` within its own length."""
+    return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
 def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
@@ -228,36 +241,39 @@ def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
 
     Args:
         cells: list of `LSTMProjectionCell`.
-        gates: list of time-major `(T, batch, 4 * units)`, each cell's `input_gates` of its
+        gates: list of feature-major `(4 * units, T, batch)`, each cell's `input_gates` of its
             inputs, real steps first.
         lengths: int32 `(batch,)`.
-        initial_states: list of `(h, c)`, one per cell.
+        initial_states: list of `(h, c)`, one per cell, `(P, batch)` and `(U, batch)`.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
 
     Returns:
-        `(outputs, final_states)`: outputs a list of time-major `(T, batch, projection_dim)`,
-        final states a list of `(h, c)`.
+        `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
+        states a list of `(h, c)`.
     """
-    num_steps, batch = tf.shape(gates[0])[0], tf.shape(gates[0])[1]
+    num_steps, batch = tf.shape(gates[0])[1], tf.shape(gates[0])[2]
     outputs = [tf.TensorArray(gates[0].dtype, size=num_steps,
-                              element_shape=(None, cell.projection_dim)) for cell in cells]
+                              element_shape=(cell.projection_dim, None)) for cell in cells]
     kernels = [cell.kernels() for cell in cells]
 
     def body(t, states, outputs):
         new_states, new_outputs = [], []
         for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
-            h, c = cell.step(gate[t], state, kernel)  # a slice: no TensorArray copy
+            h, c = cell.step(gate[:, t], state, kernel)  # (4U, batch) slice of this step
             new_outputs.append(out.write(t, h))
             if freeze_after_length:
-                running = (t < lengths)[:, tf.newaxis]  # (batch, 1)
+                running = (t < lengths)[tf.newaxis, :]  # (1, batch)
                 h, c = tf.where(running, h, state[0]), tf.where(running, c, state[1])
             new_states.append((h, c))
         return t + 1, new_states, new_outputs
 
+    # Two iterations at a time: a step's gate slice (a copy, 2 MiB at batch 32) is made at
+    # most one step ahead; TensorFlow's default of 10 held 31 MiB more at the peak
+    # (published size, batch 32) for no speed.
     _, finals, outputs = tf.while_loop(
-        lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs))
-    # each (T, batch, P); the reshape keeps that shape when the loop ran no step
-    return [tf.reshape(o.stack(), (num_steps, batch, cell.projection_dim))
-            for o, cell in zip(outputs, cells)], finals
-
+        lambda t, *_: t < num_steps, body, (tf.constant(0), list(initial_states), outputs),
+        parallel_iterations=2)
+    # (T, P, batch) -> (P, T, batch); the reshape keeps the shape when the loop ran no step
+    return [tf.transpose(tf.reshape(o.stack(), (num_steps, cell.projection_dim, batch)),
+                         (1, 0, 2)) for o, cell in zip(outputs, cells)], finals
