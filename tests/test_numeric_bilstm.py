@@ -111,3 +111,27 @@ def test_backward_reads_reversed_within_length(tmp_path):
     backward = ref.lstm_direction(arrays, options, 1, x[0, :2][::-1])[:, ::-1]
     np.testing.assert_allclose(got[0, :, :2, 8:], backward, rtol=0, atol=ATOL)
     assert np.all(got[0, :, 2:] == 0.0)
+
+
+@pytest.mark.parametrize("batch_known", [True, False], ids=["static-batch", "dynamic-batch"])
+def test_a_one_row_batch_takes_its_own_products_with_the_reference_numbers(tmp_path,
+                                                                           batch_known):
+    """A batch of one row multiplies `x^T W^T` (`kernel_product(one_row=True)`), chosen at
+    tracing when the batch size is known then and by a `tf.cond` otherwise: the numbers
+    are the numpy reference's either way."""
+    import tensorflow as tf
+
+    options = weight_fixtures.make_options(cell_clip=0.5, proj_clip=0.3)
+    bilm, arrays = _load(tmp_path, options, seed=12, lstm_scale=2.0)
+    x, mask = _inputs([4], steps=4, proj=8, seed=13)
+    expected = ref.contextual_encoder(arrays, options, x, [4])
+    spec = (1 if batch_known else None, None, 8)
+    encode = tf.function(lambda x, m: bilm.contextual_encoder(x, mask=m),
+                         input_signature=[tf.TensorSpec(spec), tf.TensorSpec(spec[:2], tf.bool)])
+    np.testing.assert_allclose(encode(x, mask).numpy(), expected, rtol=0, atol=ATOL)
+    graph = encode.get_concrete_function().graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    ops = {n.op for n in nodes}
+    assert ("If" in ops or "StatelessIf" in ops) != batch_known, sorted(ops)
+    # the one-row products (x^T W^T) are in the graph
+    assert any(n.op == "MatMul" and n.attr["transpose_b"].b for n in nodes)

@@ -38,6 +38,23 @@ StepValues = collections.namedtuple("StepValues", ["h", "c", "z", "c_raw", "h_ra
 _KERNEL_NAMES = ("input_kernel", "recurrent_kernel", "projection_kernel")
 
 
+def kernel_product(kernel, x, one_row=False):
+    """`kernel @ x`: a kernel stored `(out, in)` times feature-major `x` `(in, batch)`.
+
+    With `one_row` (`x` is `(in, 1)`, the same bytes as the row `(1, in)`) it is computed as
+    `x^T kernel^T`: oneDNN's one-row product with the kernel's rows as its columns streamed
+    the published `W_h` 2.0x faster in bfloat16 and 1.1x in float32 than `kernel @ x`,
+    which is the faster of the two for 8 rows or more (2-core AMD EPYC, AVX512_BF16).
+
+    Returns:
+        `(out, batch)`.
+    """
+    if not one_row:
+        return tf.matmul(kernel, x)
+    row = tf.reshape(x, (1, -1))  # (1, in): no copy
+    return tf.reshape(tf.matmul(row, kernel, transpose_b=True), (-1, 1))  # (out, 1)
+
+
 @keras.saving.register_keras_serializable(package="keras_elmo")
 class LSTMProjectionCell(keras.layers.Layer):
     """An LSTM cell with a projection of its output and clipping, one step at a time.
@@ -124,34 +141,36 @@ class LSTMProjectionCell(keras.layers.Layer):
         # The bias joins after the reshape, on the gate axis (4U, 1, ...).
         return gates + tf.reshape(bias, [-1] + [1] * (len(inputs.shape) - 1))
 
-    def step(self, input_gates, state, kernels=None):
+    def step(self, input_gates, state, kernels=None, one_row=False):
         """One step: returns the new `(h, c)` (see `step_values`).
 
         `kernels` is `kernels()`'s value; a loop reads it once and passes it to every step
         (read here when None).
         """
         kernels = self.kernels() if kernels is None else kernels
-        values = self.step_values(input_gates, state, kernels)
+        values = self.step_values(input_gates, state, kernels, one_row)
         return values.h, values.c
 
-    def step_values(self, input_gates, state, kernels):
+    def step_values(self, input_gates, state, kernels, one_row=False):
         """The one definition of a step (class docstring), in plain ops, feature-major.
 
         Args:
             input_gates: `(4 * units, batch)`, this step's `W_x x + b` (forget bias included).
             state: `(h, c)` of shapes `(projection_dim, batch)` and `(units, batch)`.
             kernels: `(W_h, W_p)` as stored, `(4U, P)` and `(P, U)` (`kernels()`).
+            one_row: bool, the batch has one row: the same numbers from the products that
+                are faster for one row (`kernel_product`).
 
         Returns:
             `StepValues`: the new `h`, `c` and the unclipped values of this step.
         """
         w_h, w_p = kernels
         h, c = state
-        z = input_gates + tf.matmul(w_h, h)  # (4U, batch): row blocks i, f, c, o
+        z = input_gates + kernel_product(w_h, h, one_row)  # (4U, batch): blocks i, f, c, o
         i, f, g, o = self.gate_activations(z)
         c_raw = f * c + i * g  # the forget bias is already in input_gates
         c = self.clip_cell(c_raw)
-        h_raw = tf.matmul(w_p, o * tf.tanh(c))  # (P, batch)
+        h_raw = kernel_product(w_p, o * tf.tanh(c), one_row)  # (P, batch)
         return StepValues(self.clip_projection(h_raw), c, z, c_raw, h_raw)
 
     @staticmethod

@@ -137,6 +137,7 @@ class ResidualBiLSTM(keras.layers.Layer):
                                  "stateful=True.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
+        static_batch = inputs.shape[0]  # None when known only at run time
         if mask is None:
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
@@ -160,7 +161,8 @@ class ResidualBiLSTM(keras.layers.Layer):
             if sequence_gradient:
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
-                hs, states = _run_cells(cells, gates, lengths, initial[layer], self.stateful)
+                hs, states = _run_cells_for_batch(cells, gates, lengths, initial[layer],
+                                                  self.stateful, static_batch, batch)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -235,7 +237,19 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
-def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
+def _run_cells_for_batch(cells, gates, lengths, initial_states, freeze_after_length,
+                         static_batch, batch):
+    """`_run_cells` with the products of a one-row batch when the batch has one row: chosen
+    at tracing when the batch size is known then, else by one `tf.cond` around the loop."""
+    def run(one_row):
+        return _run_cells(cells, gates, lengths, initial_states, freeze_after_length, one_row)
+
+    if static_batch is not None:
+        return run(static_batch == 1)
+    return tf.cond(tf.equal(batch, 1), lambda: run(True), lambda: run(False))
+
+
+def _run_cells(cells, gates, lengths, initial_states, freeze_after_length, one_row=False):
     """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
     differentiates it).
 
@@ -247,6 +261,7 @@ def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
         initial_states: list of `(h, c)`, one per cell, `(P, batch)` and `(U, batch)`.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
+        one_row: bool, the batch has one row (`LSTMProjectionCell.step_values`).
 
     Returns:
         `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
@@ -260,7 +275,7 @@ def _run_cells(cells, gates, lengths, initial_states, freeze_after_length):
     def body(t, states, outputs):
         new_states, new_outputs = [], []
         for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
-            h, c = cell.step(gate[:, t], state, kernel)  # (4U, batch) slice of this step
+            h, c = cell.step(gate[:, t], state, kernel, one_row)  # (4U, batch) of this step
             new_outputs.append(out.write(t, h))
             if freeze_after_length:
                 running = (t < lengths)[tf.newaxis, :]  # (1, batch)
