@@ -125,3 +125,48 @@ def test_sequence_gradient_without_clips_matches_autodiff():
         grads.append(tape.gradient(loss, encoder.trainable_weights + [x]))
     for sequence, autodiff in zip(*grads):
         np.testing.assert_allclose(sequence, autodiff, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("gate_columns", [2, 6], ids=["1-step-chunks", "3-step-chunks"])
+def test_the_plain_loop_in_chunks_of_steps_gives_the_same_outputs_and_gradients(
+        monkeypatch, gate_columns):
+    """The plain loop computes its input gates `GATE_COLUMNS` columns (steps x rows) at a
+    time; with 2 rows, chunks of 1 and of 3 steps (the last one shorter): the numbers and
+    the autodiff gradients of the independent loop, and a stateful encoder carries the same
+    states."""
+    from keras_elmo.layers import residual_bilstm
+
+    monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)
+    encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2)
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=(2, 5, 4)) * 2.0, tf.float32)
+    lengths = np.array([5, 3])
+    mask = np.arange(5)[None, :] < lengths[:, None]
+    encoder(x, mask=mask)
+    for w in encoder.trainable_weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    probe = tf.constant(rng.normal(size=(2, 2, 5, 8)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        loss_ours = tf.reduce_sum(tf.function(lambda x: encoder(x, mask=mask))(x) * probe)
+        loss_ref = tf.reduce_sum(_autodiff_encoder(encoder, x, lengths) * probe)
+    np.testing.assert_allclose(loss_ours, loss_ref, rtol=1e-5)
+    targets = encoder.trainable_weights + [x]
+    for got, want, var in zip(tape.gradient(loss_ours, targets),
+                              tape.gradient(loss_ref, targets), targets):
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4,
+                                   err_msg=getattr(var, "path", "inputs"))
+    states = []
+    for columns in (gate_columns, 1024):  # in chunks, then every step in one chunk
+        monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", columns)
+        stateful = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2,
+                                             stateful=True, max_batch_size=2)
+        stateful(x, mask=mask)
+        for direction, cells in encoder.cells.items():
+            for cell, target in zip(cells, stateful.cells[direction]):
+                target.set_weights(cell.get_weights())
+        stateful.reset_states()
+        stateful(x, mask=mask)
+        states.append([v.numpy() for v in (stateful.state_h, stateful.state_c)])
+    for chunked, whole in zip(*states):
+        np.testing.assert_allclose(chunked, whole, atol=1e-6)

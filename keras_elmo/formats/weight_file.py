@@ -170,9 +170,19 @@ def _write(variable, value):
 
 
 def _exact_when_added_to_zero(value):
-    """False if `value` holds a subnormal or a -0.0 (what `0 + x` in TensorFlow changes)."""
-    tiny = np.abs(value) < np.finfo(np.float32).tiny  # zeros and subnormals
-    return not tiny.any() or not (np.any(value[tiny] != 0) or np.any(np.signbit(value[tiny])))
+    """False if `value` holds a subnormal or a -0.0 (what `0 + x` in TensorFlow changes).
+
+    Looked at one block of `_BLOCK_BYTES` at a time: a whole-array `abs` held a float and a
+    bool temporary of the array's size (40 MiB more at the peak of loading a published
+    `W_h`)."""
+    flat = value.reshape(-1)
+    step = max(1, _BLOCK_BYTES // flat.itemsize)
+    for start in range(0, flat.size, step):
+        block = flat[start:start + step]
+        tiny = np.abs(block) < np.finfo(np.float32).tiny  # zeros and subnormals
+        if tiny.any() and (np.any(block[tiny] != 0) or np.any(np.signbit(block[tiny]))):
+            return False
+    return True
 
 
 def _aligned_copy(array):
