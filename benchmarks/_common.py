@@ -26,6 +26,9 @@ import time
 
 from keras_elmo.process.cpu_setup import describe_cpu, set_cpu_defaults
 
+#: The environment the benchmark was started with, before the lines below change it: what a
+#: peer runs in (`_peers.py`), so that it keeps its own defaults.
+STARTING_ENVIRONMENT = dict(os.environ)
 # Before TensorFlow starts: the thread layout and oneDNN setting of the `keras-elmo` command.
 set_cpu_defaults()
 

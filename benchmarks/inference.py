@@ -7,9 +7,11 @@ call), and prints `name: value` lines: tokens/s (median, range, spread) per batc
 peak memory, analytic FLOPs per token, achieved GFLOP/s, and that as a fraction of the
 median matmul rate, paired call by call, of the matmul timed right after the call, and
 best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
-Then `--back-to-back` calls of each batch size in a row, nothing between them, as the peer
-(bilm-tf's `bench_bilmtf_infer.py`) and a server handling one request after another time
-it: the probes between interleaved calls evict what the caches held of the weights, which
+With `--peer LABEL=COMMAND` (repeatable) each round also runs a peer's own inference
+benchmark in its own process (`_peers.py`) and prints, round by round, ours against the
+fastest peer. Then `--back-to-back` calls of each batch size in a row, nothing between
+them, as bilm-tf's own inference script and a server handling one request after another
+time it: the probes between interleaved calls evict what the caches held of the weights, which
 costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one machine).
 The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
 CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
@@ -52,6 +54,7 @@ Example:
     python benchmarks/inference.py --breakdown       # also time char CNN and biLSTM alone
     python benchmarks/inference.py --batch-sizes 1 --weights random  # batch 1 only, no file
     python benchmarks/inference.py --dtype bfloat16  # the explicit reduced-precision option
+    python benchmarks/inference.py --peer "bilm-tf=bash bench_bilmtf.sh infer"  # peer beside
 """
 
 import os
@@ -62,6 +65,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out 
 from _common import (  # noqa: E402
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 from _memory import MemoryStages, StreamingProbe  # noqa: E402
+from _peers import Peers  # noqa: E402
 
 from keras_elmo import constants  # noqa: E402  (no TensorFlow: the memory floor stays)
 
@@ -129,6 +133,10 @@ def parse_args(argv):
     parser.add_argument("--weights-dir", default=None,
                         help="where --weights file keeps its model (default: "
                              "$TMPDIR/keras-elmo-bench-CONFIG; written once)")
+    parser.add_argument("--peer", action="append", default=[], metavar="LABEL=COMMAND",
+                        help="a peer's inference benchmark, run once per round between ours "
+                             "(repeatable; its output names tokens/s as 'b1x20 95.0 tok/s' or "
+                             "'b1=41.6'; see _peers.py)")
     parser.add_argument("--malloc", default="limited", choices=("limited", "default"),
                         help="limited: keras_elmo.process.process_memory.limit_malloc_retention() "
                              "first, as the command line does (default); default: glibc as is")
@@ -227,11 +235,14 @@ def main(argv=None):
     stages.mark("streaming probe")
     seconds = {name: [] for name in variants}
     paired = {name: [] for name in variants}  # the matmul sample taken right after each call
+    peers = Peers(args.peer, Peers.inference_figures(args.batch_sizes))
     for _ in range(args.repeats):
         for name, (fn, x, _, _) in variants.items():
             seconds[name].append(time_call(fn, x))
             paired[name].append(probe.sample())
             stream.sample()
+        if peers:
+            peers.run_round()
     back_to_back = {b: [time_call(variants[f"batch {b}"][0], inputs[b])
                         for _ in range(args.back_to_back)] for b in args.batch_sizes}
     stages.mark("timed calls")
@@ -264,6 +275,9 @@ def main(argv=None):
         if samples:
             report(f"batch {b} back-to-back tokens/s ({len(samples)} calls in a row)",
                    format_samples([b * args.length / s for s in samples], "tokens/s"))
+    if peers:
+        peers.report({f"batch {b}": [b * args.length / s for s in seconds[f"batch {b}"]]
+                      for b in args.batch_sizes})
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",
            format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")

@@ -13,6 +13,8 @@ median and the spread (min-max) of the repeats are printed.
     python benchmarks/train_throughput.py
     python benchmarks/train_throughput.py --sizes small published --repeats 5
     python benchmarks/train_throughput.py --sizes small mid --vocab-size 55313 --negatives 1024
+    python benchmarks/train_throughput.py --sizes small --vocab-size 55313 --negatives 1024 \
+        --peer "bilm-tf=bash bench_bilmtf.sh train small"       # the peer beside, per repeat
 
 The estimated model rate uses `3 x` the forward multiply-adds per token (forward pass plus
 the two products of the backward pass), so `model GFLOP/s / matmul GFLOP/s` says how much
@@ -28,9 +30,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_elmo.process.cpu_setup import describe_cpu, set_cpu_defaults  # noqa: E402
-
-set_cpu_defaults()  # as the keras-elmo command does, before TensorFlow starts
+# _common sets the CPU defaults as the keras-elmo command does, before TensorFlow starts.
+from _common import print_load  # noqa: E402
+from _peers import Peers  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -159,13 +161,14 @@ def main(argv=None):
                              "or each preset's own (small: Adam)")
     parser.add_argument("--steps", type=int, default=2, help="steps per timed repeat")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median shown)")
+    parser.add_argument("--peer", action="append", default=[], metavar="LABEL=COMMAND",
+                        help="a peer's training benchmark, run once per repeat between ours "
+                             "and compared with the first of --sizes (repeatable; its output "
+                             "names 'N tokens/s'; see _peers.py)")
     args = parser.parse_args(argv)
 
-    load = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} CPU(s), load average {load:.2f}; TF {tf.__version__}; "
-          f"{describe_cpu()}")
-    if load > 0.5 * (os.cpu_count() or 1):
-        print("warning: the machine is busy; figures will be low and noisy")
+    print(f"TF {tf.__version__}")
+    print_load("before")
     with tempfile.TemporaryDirectory() as directory:
         variants = []
         for size in args.sizes:
@@ -176,6 +179,7 @@ def main(argv=None):
             print(f"built + traced {size} in {time.perf_counter() - start:.1f} s", flush=True)
         rates = {v.name: [] for v in variants}
         matmul = []
+        peers = Peers(args.peer, Peers.training_figures(args.sizes[0]))
         for _ in range(args.repeats):  # interleaved: every variant sees the same load
             matmul.append(matmul_rate())
             for variant in variants:
@@ -183,6 +187,9 @@ def main(argv=None):
                 variant.step(args.steps)
                 rates[variant.name].append(
                     variant.tokens_per_step * args.steps / (time.perf_counter() - start))
+            if peers:
+                peers.run_round()
+    print_load("after")
     med_matmul = statistics.median(matmul)
     print(f"\nmatmul {MATMUL_SIZE}^3 float32: {med_matmul:,.1f} GFLOP/s "
           f"(spread {min(matmul):,.1f}-{max(matmul):,.1f}, {args.repeats} repeats)")
@@ -199,6 +206,8 @@ def main(argv=None):
               f"{max(values):,.0f}); softmax {softmax}; {variant.config.optimizer}; "
               f"~{model_rate:,.1f} model GFLOP/s = "
               f"{model_rate / med_matmul:.0%} of the matmul rate")
+    if peers:
+        peers.report({args.sizes[0]: rates[args.sizes[0]]})
     return 0
 
 
