@@ -113,14 +113,19 @@ def test_backward_reads_reversed_within_length(tmp_path):
     assert np.all(got[0, :, 2:] == 0.0)
 
 
+@pytest.mark.parametrize("gate_columns", [256, 3], ids=["one-chunk", "chunks-of-3"])
 @pytest.mark.parametrize("batch_known", [True, False], ids=["static-batch", "dynamic-batch"])
-def test_a_one_row_batch_takes_its_own_products_with_the_reference_numbers(tmp_path,
-                                                                           batch_known):
-    """A batch of one row multiplies `x^T W^T` (`kernel_product(one_row=True)`), chosen at
-    tracing when the batch size is known then and by a `tf.cond` otherwise: the numbers
-    are the numpy reference's either way."""
+def test_a_one_row_batch_takes_its_own_products_with_the_reference_numbers(
+        tmp_path, monkeypatch, batch_known, gate_columns):
+    """A batch of one row multiplies `x^T W^T` (`kernel_product(one_row=True)`) and reads
+    its gates time-major, chosen at tracing when the batch size is known then and by a
+    `tf.cond` otherwise: the numbers are the numpy reference's either way, in one chunk of
+    input gates or several (the last one shorter)."""
     import tensorflow as tf
 
+    from keras_elmo.layers import residual_bilstm
+
+    monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)
     options = weight_fixtures.make_options(cell_clip=0.5, proj_clip=0.3)
     bilm, arrays = _load(tmp_path, options, seed=12, lstm_scale=2.0)
     x, mask = _inputs([4], steps=4, proj=8, seed=13)

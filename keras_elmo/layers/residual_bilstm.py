@@ -285,11 +285,17 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
         stop = tf.minimum(start + chunk, num_steps)
         gates = [cell.input_gates(x[:, start:stop])
                  for cell, x in zip(cells, inputs)]  # (4U, stop - start, batch) each
+        if one_row:  # time-major (K, 4U): a step's gates are a row, not a strided gather
+            gates = [tf.transpose(g[..., 0]) for g in gates]
+
+        def step_gates(gate, t):
+            """This step's `(4U, batch)` slice of a chunk's gates."""
+            return tf.reshape(gate[t - start], (-1, 1)) if one_row else gate[:, t - start]
 
         def step_body(t, states, outputs):
             new_states, new_outputs = [], []
             for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
-                h, c = cell.step(gate[:, t - start], state, kernel, one_row)  # (4U, batch)
+                h, c = cell.step(step_gates(gate, t), state, kernel, one_row)  # (4U, batch)
                 new_outputs.append(out.write(t, h))
                 if freeze_after_length:
                     running = (t < lengths)[tf.newaxis, :]  # (1, batch)
