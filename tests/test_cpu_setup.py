@@ -49,15 +49,42 @@ def test_without_avx2_tensorflow_keeps_its_own_default():
 
 
 def test_bfloat16_note_only_where_the_cpu_has_no_native_bfloat16(caplog):
-    assert cpu_setup.native_bfloat16(AVX512_BF16) and cpu_setup.bfloat16_cost_note(
-        AVX512_BF16) is None
-    assert cpu_setup.native_bfloat16(frozenset({"amx_bf16"}))
+    assert cpu_setup.native_bfloat16(AVX512_BF16, {}) and cpu_setup.bfloat16_cost_note(
+        AVX512_BF16, {}) is None
+    assert cpu_setup.native_bfloat16(frozenset({"amx_bf16"}), {})
     with caplog.at_level(logging.WARNING, logger="keras_elmo"):
-        note = cpu_setup.warn_if_bfloat16_is_emulated(AVX2)
-        assert cpu_setup.warn_if_bfloat16_is_emulated(AVX512_BF16) is None
+        note = cpu_setup.warn_if_bfloat16_is_emulated(AVX2, {})
+        assert cpu_setup.warn_if_bfloat16_is_emulated(AVX512_BF16, {}) is None
     assert "no native bfloat16" in note and "float32 is the faster choice" in note
+    assert "10x slower than float32 at batch 1" in note
     assert [r.getMessage() for r in caplog.records] == [f"bfloat16: {note}"]
     assert "\n" not in note
+    training = cpu_setup.bfloat16_cost_note(AVX2, {}, training=True)
+    assert "1.8x slower than float32 in training" in training and "\n" not in training
+
+
+@pytest.mark.parametrize("environ, why", [
+    ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)"),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "with ONEDNN_MAX_CPU_ISA=AVX2"),
+    ({"ONEDNN_MAX_CPU_ISA": "avx512_core"}, "with ONEDNN_MAX_CPU_ISA=avx512_core")])
+def test_an_avx512_bf16_cpu_has_no_native_bfloat16_without_onednn_or_capped_below_it(
+        environ, why):
+    """TensorFlow's non-oneDNN bfloat16 kernels emulate it (measured 10x slower at batch 1
+    on an AVX512_BF16 EPYC with oneDNN off), and a cap below oneDNN's bfloat16 kernels
+    makes TensorFlow abort on the first product: refused in one line before that."""
+    assert not cpu_setup.native_bfloat16(AVX512_BF16, environ)
+    assert why in cpu_setup.bfloat16_cost_note(AVX512_BF16, environ)
+    if "ONEDNN_MAX_CPU_ISA" in environ:
+        with pytest.raises(ValueError, match=f"bfloat16 cannot run with ONEDNN_MAX_CPU_ISA="
+                                             f"{environ['ONEDNN_MAX_CPU_ISA']} on this CPU"):
+            cpu_setup.check_bfloat16_runs(AVX512_BF16, environ)
+    else:
+        cpu_setup.check_bfloat16_runs(AVX512_BF16, environ)
+    for native in ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, {"ONEDNN_MAX_CPU_ISA": "ALL"},
+                   {"ONEDNN_MAX_CPU_ISA": "AVX10_1_512_AMX"}):
+        assert cpu_setup.native_bfloat16(AVX512_BF16, native)
+        cpu_setup.check_bfloat16_runs(AVX512_BF16, native)
+    cpu_setup.check_bfloat16_runs(AVX2, {"ONEDNN_MAX_CPU_ISA": "AVX2"})  # nothing to abort
 
 
 def test_elmo_embedder_says_what_bfloat16_costs_on_such_a_cpu(tiny_model_dir, monkeypatch,
@@ -75,6 +102,27 @@ def test_elmo_embedder_says_what_bfloat16_costs_on_such_a_cpu(tiny_model_dir, mo
     # it still runs bfloat16, as asked, and close to float32
     reduced, full = (e.embed_sentence(["a", "b"]) for e in (embedder, float32))
     np.testing.assert_allclose(reduced, full, atol=0.1)
+
+
+def test_training_in_mixed_bfloat16_says_what_it_costs_or_refuses_a_capped_onednn(
+        tiny_corpus, monkeypatch, caplog):
+    import io
+
+    from keras_elmo.training.trainer import Trainer
+
+    config, vocab, model_dir, _ = tiny_corpus
+    config = config.replace(precision="mixed_bfloat16")
+    monkeypatch.setattr(cpu_setup, "cpu_flags", lambda cpuinfo=None: AVX2)
+    with caplog.at_level(logging.WARNING, logger="keras_elmo"):
+        Trainer(config, vocab, model_dir, stream=io.StringIO())
+        Trainer(config.replace(precision="float32"), vocab, model_dir, stream=io.StringIO())
+    notes = [r.getMessage() for r in caplog.records if "bfloat16" in r.getMessage()]
+    assert len(notes) == 1 and "1.8x slower than float32 in training" in notes[0], notes
+    monkeypatch.setattr(cpu_setup, "cpu_flags", lambda cpuinfo=None: AVX512_BF16)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    with pytest.raises(ValueError, match="bfloat16 cannot run with ONEDNN_MAX_CPU_ISA=AVX2"):
+        Trainer(config, vocab, model_dir, stream=io.StringIO())
 
 
 @pytest.mark.parametrize("flags", [AVX2, AVX512_BF16])

@@ -18,9 +18,12 @@ Measured (2-core AMD EPYC, 2 rounds each, interleaved; `benchmarks/train_through
 - AVX512 (TensorFlow's own default is on): small training 3,150 -> 6,096 (1.9x); batch 32
   731 -> 837 (+15%); batch 1 205 -> 167 (Eigen faster, noisy; left at TensorFlow's default).
 
-`native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16);
-without it TensorFlow emulates bfloat16, measured 10x slower than float32 at batch 1 and
-3.8x at batch 32 (published size), and `bfloat16_cost_note()` says so in one line.
+`native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16,
+with oneDNN's kernels on and not capped below them); elsewhere TensorFlow emulates bfloat16,
+measured 10x slower than float32 at batch 1 and 3.1-3.8x at batch 32 (published size), 1.8x
+in training, and `bfloat16_cost_note()` says so in one line. `check_bfloat16_runs()` refuses
+the one setting where TensorFlow would abort instead (an AVX512_BF16 CPU with oneDNN capped
+below bfloat16).
 
 This module imports nothing heavy: call it first thing.
 
@@ -42,6 +45,9 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "amx_bf16")
 #: Flags of native bfloat16 arithmetic.
 NATIVE_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
+#: Marks of oneDNN's instruction-set names (`ONEDNN_MAX_CPU_ISA`) that include bfloat16
+#: arithmetic: AVX512_CORE_BF16, AVX512_CORE_FP16, AVX512_CORE_AMX, AVX10_1_512, ...
+_BFLOAT16_ISA_MARKS = ("BF16", "FP16", "AMX", "AVX10")
 #: TensorFlow's switch of its oneDNN kernels, and oneDNN's own cap on its instruction set.
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
@@ -62,29 +68,81 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
     return frozenset()
 
 
-def native_bfloat16(flags=None):
-    """True when the CPU computes bfloat16 in hardware (AVX512_BF16 or AMX_BF16)."""
+def native_bfloat16(flags=None, environ=None):
+    """True when bfloat16 runs in hardware here: the CPU has AVX512_BF16 or AMX_BF16,
+    TensorFlow's oneDNN kernels are on (its other bfloat16 kernels emulate it: on this
+    project's AVX512_BF16 EPYC with `TF_ENABLE_ONEDNN_OPTS=0`, published-size inference ran
+    10x slower than float32 at batch 1 and 3.1x at batch 32), and `ONEDNN_MAX_CPU_ISA`, if
+    set, leaves oneDNN an instruction set with bfloat16."""
+    environ = os.environ if environ is None else environ
     flags = cpu_flags() if flags is None else flags
-    return any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
+    return (any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
+            and onednn_enabled(environ, flags) and not _isa_capped_below_bfloat16(environ))
 
 
-def bfloat16_cost_note(flags=None):
-    """None on a CPU with native bfloat16, else one line on what bfloat16 costs here."""
-    if native_bfloat16(flags):
+def _isa_capped_below_bfloat16(environ):
+    """True when `ONEDNN_MAX_CPU_ISA` names an instruction set without bfloat16 (AVX2, ...)."""
+    cap = environ.get(ONEDNN_ISA_VARIABLE, "").strip().upper()
+    return bool(cap) and cap not in ("ALL", "DEFAULT") and not any(
+        mark in cap for mark in _BFLOAT16_ISA_MARKS)
+
+
+def bfloat16_cost_note(flags=None, environ=None, training=False):
+    """None where bfloat16 is native (`native_bfloat16`), else one line on what it costs.
+
+    Args:
+        flags: the CPU's flags (default: `cpu_flags()`).
+        environ: the environment (default `os.environ`).
+        training: the cost of training in `mixed_bfloat16` instead of inference's.
+    """
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags() if flags is None else flags
+    if native_bfloat16(flags, environ):
         return None
-    return ("this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 flag): TensorFlow "
-            "emulates it, measured 10x slower than float32 at batch 1 and 3.8x at batch 32; "
-            "float32 is the faster choice here")
+    if not any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS):
+        why = "this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 flag)"
+    elif not onednn_enabled(environ, flags):
+        why = (f"no native bfloat16 with oneDNN off ({ONEDNN_VARIABLE}="
+               f"{environ.get(ONEDNN_VARIABLE)})")
+    else:
+        why = (f"no native bfloat16 with {ONEDNN_ISA_VARIABLE}="
+               f"{environ.get(ONEDNN_ISA_VARIABLE)}")
+    cost = ("measured 1.8x slower than float32 in training (small preset, 2 cores)" if training
+            else "measured 10x slower than float32 at batch 1 and 3.1-3.8x at batch 32 "
+                 "(published size)")
+    return f"{why}: TensorFlow emulates it, {cost}; float32 is the faster choice here"
 
 
-def warn_if_bfloat16_is_emulated(flags=None):
-    """Logs `bfloat16_cost_note()` as one warning line (logger `keras_elmo`) on a CPU without
-    native bfloat16 and returns it; returns None elsewhere. GPUs are not looked at: call it
-    where bfloat16 will run on the CPU."""
-    note = bfloat16_cost_note(flags)
+def warn_if_bfloat16_is_emulated(flags=None, environ=None, training=False):
+    """Logs `bfloat16_cost_note()` as one warning line (logger `keras_elmo`) where bfloat16
+    is not native and returns it; returns None elsewhere. GPUs are not looked at: call it
+    where bfloat16 will run on the CPU (after `check_bfloat16_runs`)."""
+    note = bfloat16_cost_note(flags, environ, training)
     if note is not None:
         logging.getLogger("keras_elmo").warning("bfloat16: %s", note)
     return note
+
+
+def check_bfloat16_runs(flags=None, environ=None):
+    """Refuses bfloat16 where TensorFlow would abort the process on its first product.
+
+    On a CPU with AVX512_BF16 or AMX_BF16 and oneDNN on, TensorFlow hands bfloat16 products
+    to oneDNN's bfloat16 kernels; an `ONEDNN_MAX_CPU_ISA` below them (`AVX2`, the setting
+    that shows an AVX2 machine's behaviour) leaves oneDNN none, and the process ends with
+    "could not create a primitive descriptor for the matmul primitive" (seen here).
+
+    Raises:
+        ValueError: naming the variable and what to do instead.
+    """
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags() if flags is None else flags
+    if (any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS) and onednn_enabled(environ, flags)
+            and _isa_capped_below_bfloat16(environ)):
+        raise ValueError(f"bfloat16 cannot run with {ONEDNN_ISA_VARIABLE}="
+                         f"{environ[ONEDNN_ISA_VARIABLE]} on this CPU: TensorFlow sends its "
+                         "bfloat16 products to oneDNN's bfloat16 kernels, which that cap "
+                         f"removes (the process would abort); unset {ONEDNN_ISA_VARIABLE} or "
+                         "use float32.")
 
 
 def default_onednn(flags=None):
