@@ -9,14 +9,20 @@ the faster ones on both classes, so `set_cpu_defaults()` turns oneDNN on whereve
 AVX2. A variable the user has set is never changed, and `describe_cpu()` prints what is in
 effect and who chose it.
 
-Measured (2-core AMD EPYC, 2 rounds each, interleaved; `benchmarks/train_throughput.py
---sizes small`, `benchmarks/inference.py`), oneDNN off -> on:
-- AVX2 behaviour (`ONEDNN_MAX_CPU_ISA=AVX2` on an AVX512 machine, matmul 186-213 GFLOP/s):
-  small training 2,742-2,792 -> 4,734-4,841 tokens/s (1.7x); published inference batch 32
-  459-465 -> 511-514 (+11%), batch 1 141-144 -> 139-185 (noisy, not slower); model peak
-  1,176 -> 1,197 MiB. On a real AVX2 EPYC: training 1.6-1.85x, batch 32 +13%, +15-25 MiB.
-- AVX512 (TensorFlow's own default is on): small training 3,150 -> 6,096 (1.9x); batch 32
-  731 -> 837 (+15%); batch 1 205 -> 167 (Eigen faster, noisy; left at TensorFlow's default).
+Measured with this release's model (2-core AMD EPYC with AVX512_BF16, 2 rounds each, one
+after the other; `benchmarks/train_throughput.py --sizes small`, `benchmarks/inference.py`,
+published size), oneDNN off -> on:
+- AVX2 behaviour (`ONEDNN_MAX_CPU_ISA=AVX2`, matmul 241-247 GFLOP/s): small training
+  4,121-4,175 -> 8,406-8,987 tokens/s (2.1x); inference batch 32 893-901 -> 982-992 (+10%),
+  batch 1 221-226 -> 156-182 (oneDNN's per-op cost shows on one-row products); model peak
+  1,121-1,123 -> 1,128-1,164 MiB. On is chosen: training and batches gain far more than
+  batch 1 loses; a server of single sentences on an AVX2 CPU may set
+  `TF_ENABLE_ONEDNN_OPTS=0` itself.
+- AVX512 (TensorFlow's own default is on): small training 4,515-4,740 -> 11,631-12,567;
+  batch 32 1,286-1,402 -> 1,468-1,538; batch 1 163-214 -> 176-218; peak 1,123-1,126 ->
+  1,144-1,172 MiB.
+`TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` (oneDNN's large blocks from malloc, not its pool) cost
+7-16% at batch 32 for no measurable memory (1,134-1,142 vs 1,128-1,150 MiB): not set.
 
 `native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16,
 with oneDNN's kernels on and not capped below them); elsewhere TensorFlow emulates bfloat16,
