@@ -276,7 +276,8 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
         states a list of `(h, c)`.
     """
     num_steps, batch = tf.shape(inputs[0])[1], tf.shape(inputs[0])[2]
-    chunk = tf.maximum(GATE_COLUMNS // batch, 1)  # steps whose input gates exist at once
+    # steps whose input gates exist at once (a batch of no rows runs its steps one by one)
+    chunk = tf.maximum(GATE_COLUMNS // tf.maximum(batch, 1), 1)
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
                               element_shape=(cell.projection_dim, None)) for cell in cells]
     kernels = [cell.kernels() for cell in cells]
