@@ -18,16 +18,21 @@ interleaved and repeated (median and range). The training loop's backward pass
 
 The forward products of a step (`h W_h`, `m W_p`, float32) are timed in two layouts:
 
-- `in_out`:  `tf.matmul(h, W)`, the kernel stored `(in, out)` (what the float32 cell keeps);
+- `in_out`:  `tf.matmul(h, W)`, the kernel stored `(in, out)` (the layout of the weight
+  files and of this project's releases before the feature-major LSTM);
 - `out_in`:  `tf.transpose(tf.matmul(W_t, h, transpose_b=True))`, the kernel stored
-  `(out, in)`: the product computed as `W^T h^T`, one row of `W^T` per output.
+  `(out, in)`: the product computed as `W^T h^T`, one row of `W^T` per output. The cell of
+  `keras_elmo.layers.lstm_projection_cell` keeps this layout and runs feature-major (state
+  `(features, batch)`, so no transpose per step); at one row it computes `x^T W^T`, which
+  reads the same bytes in the order the `in_out` timing favours.
 
 Which is faster depends on the rows and the CPU class (measured 2026-11-25 with this
 script, 2-core AMD EPYC, one thread per op; AVX2 behaviour with `ONEDNN_MAX_CPU_ISA=AVX2`):
 the published `h W_h` at batch 32 took 9.5 ms `in_out` against 4.3 ms `out_in` on AVX2 with
 oneDNN on (8.5 against 4.2 with it off), 3.7 against 4.0 ms on AVX512; at batch 1 0.59
 against 1.30 ms on AVX2 and 0.57 against 1.30 on AVX512. The line `out_in / in_out` below
-prints the ratio of the times.
+prints the ratio of the times. These figures decided the cell's layout: `(out, in)` for
+the wide products training and batched inference make, `x^T W^T` for a one-row batch.
 
 Example:
     python benchmarks/matmul_layouts.py

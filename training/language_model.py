@@ -108,7 +108,7 @@ class LanguageModel(keras.Model):
         char_ids = tf.cast(char_ids, tf.int32)
         mask = token_mask(char_ids)  # (batch, T)
         embeddings = self.backbone.token_embedder(
-            char_ids, static_shapes=static_shapes)  # (batch, T, P)
+            char_ids, static_shapes=static_shapes, training=training)  # (batch, T, P)
         # No target reads the forward output at `</S>` or the backward one at `<S>`.
         layers = self.backbone.contextual_encoder(
             embeddings, mask=mask, training=training, skip_boundary_steps=True,

@@ -18,6 +18,16 @@ _MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
 MAX_CONV_FILTERS = 128
 #: Seed of the weights of `unique_rows`' row keys (any fixed weights give exact results).
 _KEY_SEED = 20260
+#: Shape classes of the convolutions (dynamic shapes only): the char positions convolved
+#: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
+#: oneDNN keeps a compiled primitive for every convolution shape it has run, about 0.67 MiB
+#: per shape for the published CNN (measured); with exact shapes a long embedding job met
+#: a new one at almost every call (the published model grew 120 MiB over 4,800 sentences),
+#: with classes it meets a few dozen. The extra rows are padding tokens never gathered; the
+#: extra positions are windows of each row's padding run, already part of its max: outputs
+#: are unchanged. Not in training, whose char CNN is a larger share of a small model's step
+#: and whose process lives with one model: there every shape is exact.
+CONV_POSITION_STEP = 8
 
 
 def unique_rows(ids):
@@ -42,6 +52,13 @@ def unique_rows(ids):
     exact = tf.reduce_all(tf.equal(tf.gather(ids, tf.gather(first, positions)), ids))
     return tf.cond(exact, lambda: (tf.gather(ids, first), positions),
                    lambda: (ids, tf.range(num_rows)))
+
+
+def conv_row_class(rows):
+    """`rows` (an int32 scalar >= 1) rounded up to its convolution shape class: a multiple
+    of 8 up to 64 rows, of 32 above (at most 7 or 31 padding rows)."""
+    step = tf.where(rows > 64, 32, 8)
+    return (rows + step - 1) // step * step
 
 
 def _row_key_weights(num_chars):
@@ -97,6 +114,11 @@ class CharCNNEmbedder(keras.layers.Layer):
             de-duplication of tokens and no trimming of the padding chars, so every shape
             follows from the input's (what an XLA-compiled step needs; `jit_compile`).
             The same numbers either way; False (the default) does less work.
+        training: bool or None. Outside training (False or None) the convolutions run at
+            a shape class of the rows and char positions (`CONV_POSITION_STEP`,
+            `conv_row_class`), padded with tokens never gathered, so a long inference job
+            meets a few dozen convolution shapes; in training every shape is exact. The
+            same numbers either way.
 
     Returns:
         float tensor `(batch, num_tokens, projection_dim)`, with the Keras mask
@@ -187,7 +209,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
         return "zeros" if self.zero_init else initializer
 
-    def call(self, inputs, static_shapes=False):
+    def call(self, inputs, static_shapes=False, training=None):
         ids = ops.cast(inputs, "int32")
         check_char_id_range(ids)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -199,22 +221,28 @@ class CharCNNEmbedder(keras.layers.Layer):
             positions = ops.arange(ops.shape(flat_ids)[0], dtype="int32")  # (batch*T,)
         else:
             flat_ids, positions = unique_rows(flat_ids)  # (U, chars), (batch*T,)
-        # One extra all-padding row, never gathered: TensorFlow's conv returns its input
-        # unchanged for an empty batch, so a batch of 0 rows must never reach it.
-        flat_ids = ops.pad(flat_ids, ((0, 1), (0, 0)))  # (U + 1, chars)
+        # At least one extra all-padding row, never gathered: TensorFlow's conv returns its
+        # input unchanged for an empty batch, so a batch of 0 rows must never reach it.
+        rows = ops.shape(flat_ids)[0] + 1
+        shape_classes = not (static_shapes or training)
+        if shape_classes:  # (conv_row_class)
+            rows = conv_row_class(rows)
+        flat_ids = ops.pad(flat_ids, ((0, rows - ops.shape(flat_ids)[0]), (0, 0)))  # (R, chars)
         table = ops.concatenate(
             [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
              self.char_embeddings], axis=0)  # (262, E)
-        pooled = self._pooled_convolutions(table, flat_ids, trim=not static_shapes)
-        x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (U + 1, F)
+        step = CONV_POSITION_STEP if shape_classes else 1
+        pooled = self._pooled_convolutions(table, flat_ids, trim=not static_shapes,
+                                           position_step=step)
+        x = ops.concatenate(pooled, axis=-1) if len(pooled) > 1 else pooled[0]  # (R, F)
         for highway in self.highways:
             x = highway(x)
         if self.projection is not None:
-            x = self.projection(x)  # (U + 1, P)
+            x = self.projection(x)  # (R, P)
         x = ops.take(x, positions, axis=0)  # (batch*T, P)
         return ops.reshape(x, (batch, num_tokens, self.projection_dim))  # (batch, T, P)
 
-    def _pooled_convolutions(self, table, ids, trim=True):
+    def _pooled_convolutions(self, table, ids, trim=True, position_step=1):
         """`activation(max over positions of conv_w(chars) + b_w)` per filter, `(rows, n)` each.
 
         Exact work saving: every row ends in a run of one repeated id (the padding char
@@ -233,7 +261,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         differs = ops.cast(ops.not_equal(ids, tail), "int32")  # (rows, chars)
         prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # scalar L
         widest = max(width for width, _ in self.filters)
-        used = ops.minimum(num_chars, ops.maximum(prefix, 1) + widest - 1)  # K
+        used = ops.maximum(prefix, 1) + widest - 1  # K, rounded up to a multiple of the step
+        step = position_step
+        used = ops.minimum(num_chars, (used + step - 1) // step * step)
         chars = ops.take(table, ids[:, :used], axis=0)  # (rows, K, E)
         chars = ops.cast(chars, self.compute_dtype)
         tail_chars = ops.cast(ops.take(table, tail[:, 0], axis=0), self.compute_dtype)
