@@ -92,7 +92,7 @@ def _make_layer(cells):
                 d_z, d_w_h, d_w_p = _backward(
                     cell, tf.transpose(d_outputs[k], (1, 0, 2)), saved["z"][k],
                     saved["c_raw"][k], saved["h_raw"][k], w_h[k], w_p[k])
-                d_gates.append(d_z)  # (4U, T, batch)
+                d_gates.append(tf.transpose(d_z, (1, 0, 2)))  # (4U, T, batch)
                 d_kernels += [d_w_h, d_w_p]
             return d_gates + d_kernels
 
@@ -141,8 +141,7 @@ def _backward(cell, d_h, z, c_raw, h_raw, w_h, w_p):
 
     `d_h` `(T, P, batch)` is the upstream gradient of the clipped outputs; `z`, `c_raw`,
     `h_raw` are the forward loop's saved tensors; `w_h` `(4U, P)`, `w_p` `(P, U)` as stored.
-    Returns `d z` `(4U, T, batch)`, the layout of the input gates, and the kernels'
-    gradients as stored.
+    Returns `d z` `(T, 4U, batch)` and the kernels' gradients as stored.
     """
     units = c_raw.shape[1]
     # Whole-sequence tensors of the forward pass (T, ..., batch), computed once.
@@ -175,9 +174,8 @@ def _backward(cell, d_h, z, c_raw, h_raw, w_h, w_p):
     initial = (num_steps - 1, tf.zeros((h.shape[1], batch), dtype),
                tf.zeros((units, batch), dtype), d_z_array, d_h_raw_array)
     _, _, _, d_z_array, d_h_raw_array = tf.while_loop(lambda t, *_: t >= 0, body, initial)
-    d_z = tf.transpose(tf.reshape(d_z_array.stack(), (num_steps, 4 * units, batch)),
-                       (1, 0, 2))  # (4U, T, batch), once: the gates' gradient and dW_h's
+    d_z = tf.reshape(d_z_array.stack(), (num_steps, 4 * units, batch))  # (T, 4U, batch)
     d_h_raw = tf.reshape(d_h_raw_array.stack(), (num_steps, h.shape[1], batch))  # (T, P, b)
-    d_w_h = tf.matmul(tf.reshape(d_z, (4 * units, -1)), _rows(h_prev))  # (4U, T*b) @ (T*b, P)
+    d_w_h = tf.matmul(_columns(d_z), _rows(h_prev))  # (4U, T*b) @ (T*b, P) = (4U, P)
     d_w_p = tf.matmul(_columns(d_h_raw), _rows(o * tanh_c))  # (P, T*b) @ (T*b, U) = (P, U)
     return d_z, d_w_h, d_w_p
