@@ -22,8 +22,8 @@ _KEY_SEED = 20260
 #: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
 #: oneDNN keeps a compiled primitive for every convolution shape it has run, about 0.67 MiB
 #: per shape for the published CNN (measured); with exact shapes a long embedding job met
-#: a new one at almost every call (the published model grew 120 MiB over 4,800 sentences),
-#: with classes it meets a few dozen. The extra rows are padding tokens never gathered; the
+#: a new one at almost every call (`keras-elmo embed`'s heap grew 90 MiB over 4,800
+#: sentences, 45 MiB with the classes), with classes it meets a few dozen. The extra rows are padding tokens never gathered; the
 #: extra positions are windows of each row's padding run, already part of its max: outputs
 #: are unchanged. Not in training, whose char CNN is a larger share of a small model's step
 #: and whose process lives with one model: there every shape is exact.
