@@ -21,12 +21,12 @@ _KEY_SEED = 20260
 #: Shape classes of the convolutions (dynamic shapes only): the char positions convolved
 #: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
 #: oneDNN keeps a compiled primitive for every convolution shape it has run, about 0.67 MiB
-#: per shape for the published CNN (measured); with exact shapes a long embedding job met
-#: a new one at almost every call (`keras-elmo embed`'s heap grew 90 MiB over 4,800
-#: sentences, 45 MiB with the classes), with classes it meets a few dozen. The extra rows are padding tokens never gathered; the
-#: extra positions are windows of each row's padding run, already part of its max: outputs
-#: are unchanged. Not in training, whose char CNN is a larger share of a small model's step
-#: and whose process lives with one model: there every shape is exact.
+#: per shape for the published CNN (measured). With exact shapes a long embedding job met
+#: a new shape at almost every call (`keras-elmo embed`'s heap grew 90 MiB over 4,800
+#: sentences); with the classes it meets a few dozen (45 MiB, the rest the token memo).
+#: The extra rows are padding tokens never gathered; the extra positions are windows of
+#: each row's padding run, already part of its max: outputs are unchanged. Not in training,
+#: whose char CNN is a larger share of a small model's step: there every shape is exact.
 CONV_POSITION_STEP = 8
 
 
