@@ -32,7 +32,7 @@ import itertools
 
 import numpy as np
 
-from keras_elmo.process.cpu_setup import check_bfloat16_runs, warn_if_bfloat16_is_emulated
+from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo import constants
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.formats.model_files import resolve_model_files
@@ -103,7 +103,6 @@ class ElmoEmbedder:
         import tensorflow as tf
 
         if dtype == "bfloat16" and not tf.config.list_physical_devices("GPU"):
-            check_bfloat16_runs()
             warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
         self.bilm = BiLM.from_weights(options_file, weight_file, dtype=dtype)
         if token_cache is True:

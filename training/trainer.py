@@ -57,7 +57,7 @@ import time
 
 import tensorflow as tf
 
-from keras_elmo.process.cpu_setup import check_bfloat16_runs, warn_if_bfloat16_is_emulated
+from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo.training import distribute
 from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
@@ -93,7 +93,6 @@ class Trainer:
         self.chief = distribute.is_chief(self.strategy)
         if config.precision == "mixed_bfloat16" and not any(
                 "GPU" in device for device in self.strategy.extended.worker_devices):
-            check_bfloat16_runs()
             warn_if_bfloat16_is_emulated(training=True)  # one line where the CPU emulates it
         with self.strategy.scope():
             self.model = LanguageModel.from_training_config(config)

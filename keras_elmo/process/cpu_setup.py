@@ -82,8 +82,13 @@ def native_bfloat16(flags=None, environ=None):
     set, leaves oneDNN an instruction set with bfloat16."""
     environ = os.environ if environ is None else environ
     flags = cpu_flags() if flags is None else flags
-    return (any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
-            and onednn_enabled(environ, flags) and not _isa_capped_below_bfloat16(environ))
+    return (_has_bfloat16_flag(flags) and onednn_enabled(environ, flags)
+            and not _isa_capped_below_bfloat16(environ))
+
+
+def _has_bfloat16_flag(flags):
+    """True when the CPU's flags include bfloat16 arithmetic (`NATIVE_BFLOAT16_FLAGS`)."""
+    return any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
 
 
 def _isa_capped_below_bfloat16(environ):
@@ -105,7 +110,7 @@ def bfloat16_cost_note(flags=None, environ=None, training=False):
     flags = cpu_flags() if flags is None else flags
     if native_bfloat16(flags, environ):
         return None
-    if not any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS):
+    if not _has_bfloat16_flag(flags):
         why = "this CPU has no native bfloat16 (no avx512_bf16 or amx_bf16 flag)"
     elif not onednn_enabled(environ, flags):
         why = (f"no native bfloat16 with oneDNN off ({ONEDNN_VARIABLE}="
@@ -120,9 +125,11 @@ def bfloat16_cost_note(flags=None, environ=None, training=False):
 
 
 def warn_if_bfloat16_is_emulated(flags=None, environ=None, training=False):
-    """Logs `bfloat16_cost_note()` as one warning line (logger `keras_elmo`) where bfloat16
-    is not native and returns it; returns None elsewhere. GPUs are not looked at: call it
-    where bfloat16 will run on the CPU (after `check_bfloat16_runs`)."""
+    """Refuses bfloat16 where it cannot run (`check_bfloat16_runs`), else logs
+    `bfloat16_cost_note()` as one warning line (logger `keras_elmo`) where bfloat16 is not
+    native and returns it; returns None elsewhere. GPUs are not looked at: call it where
+    bfloat16 will run on the CPU."""
+    check_bfloat16_runs(flags, environ)
     note = bfloat16_cost_note(flags, environ, training)
     if note is not None:
         logging.getLogger("keras_elmo").warning("bfloat16: %s", note)
@@ -142,7 +149,7 @@ def check_bfloat16_runs(flags=None, environ=None):
     """
     environ = os.environ if environ is None else environ
     flags = cpu_flags() if flags is None else flags
-    if (any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS) and onednn_enabled(environ, flags)
+    if (_has_bfloat16_flag(flags) and onednn_enabled(environ, flags)
             and _isa_capped_below_bfloat16(environ)):
         raise ValueError(f"bfloat16 cannot run with {ONEDNN_ISA_VARIABLE}="
                          f"{environ[ONEDNN_ISA_VARIABLE]} on this CPU: TensorFlow sends its "
