@@ -15,6 +15,8 @@ from keras import ops, tree
 
 _UNSET = object()
 FLOAT32_ATOL = 1e-6
+#: The policies every layer is built with unless a case says otherwise.
+DEFAULT_POLICIES = ("float32", "bfloat16")
 
 
 def _np(x):
@@ -166,7 +168,7 @@ def _owners(layer):
 def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape, *,
                    call_kwargs=None, expected_mask=_UNSET, padding_check=None,
                    expected_symbolic_shape=None, run_fit=True, expected_trainable_count=None,
-                   dtype_policies=("float32", "bfloat16"), float32_outputs=(), run_save=True,
+                   dtype_policies=DEFAULT_POLICIES, float32_outputs=(), run_save=True,
                    train_loss=None, tmp_path=None):
     """Runs the Keras contract checks of one layer (or functional model) class.
 
@@ -285,25 +287,40 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape, *,
 
     # dtype policies.
     for policy_name in dtype_policies:
-        policy = keras.dtype_policies.get(policy_name)
-        typed = make(dtype=policy_name)
-        out = _call(typed, input_data, call_kwargs)
-        spec = _call(typed, _symbolic_inputs(input_data), call_kwargs)
-        for owner in _owners(typed):
-            assert (owner.compute_dtype, owner.variable_dtype) == \
-                (policy.compute_dtype, policy.variable_dtype), \
-                (f"{name}: dtype {policy_name}: {owner.name} computes in "
-                 f"{owner.compute_dtype}, stores {owner.variable_dtype}")
-        for v in typed.weights:
-            if _is_float(v.dtype):
-                assert keras.backend.standardize_dtype(v.dtype) == policy.variable_dtype, \
-                    f"{name}: dtype {policy_name}: weight {v.path} is {v.dtype}"
-        for kind, tensors in (("eager", out), ("symbolic", spec)):
-            for path, leaf in _paths(tensors):
-                if not _is_float(leaf.dtype):
-                    continue
-                stays = float32_outputs is True or path.split("/")[0] in float32_outputs
-                want = "float32" if stays else policy.compute_dtype
-                assert keras.backend.standardize_dtype(leaf.dtype) == want, \
-                    (f"{name}: dtype {policy_name}: {kind} output {path!r} is "
-                     f"{keras.backend.standardize_dtype(leaf.dtype)}, expected {want}")
+        run_dtype_policy_test(layer_cls, init_kwargs, input_data, policy_name,
+                              call_kwargs=call_kwargs, float32_outputs=float32_outputs)
+
+
+def run_dtype_policy_test(layer_cls, init_kwargs, input_data, policy_name, *, call_kwargs=None,
+                          float32_outputs=()):
+    """Builds the layer with `dtype=policy_name` and checks every variable-owning sublayer's
+    compute and variable dtypes, every float weight's dtype and every float output's dtype
+    (eager and symbolic); arguments as in `run_layer_test`.
+
+    Example:
+    >>> run_dtype_policy_test(keras_elmo.Highway, {}, x, "bfloat16")
+    """
+    call_kwargs = dict(call_kwargs or {})
+    policy = keras.dtype_policies.get(policy_name)
+    typed = layer_cls(**{**init_kwargs, "dtype": policy_name})
+    name = f"{type(typed).__name__}({', '.join(sorted(init_kwargs))})"
+    out = _call(typed, input_data, call_kwargs)
+    spec = _call(typed, _symbolic_inputs(input_data), call_kwargs)
+    for owner in _owners(typed):
+        assert (owner.compute_dtype, owner.variable_dtype) == \
+            (policy.compute_dtype, policy.variable_dtype), \
+            (f"{name}: dtype {policy_name}: {owner.name} computes in "
+             f"{owner.compute_dtype}, stores {owner.variable_dtype}")
+    for v in typed.weights:
+        if _is_float(v.dtype):
+            assert keras.backend.standardize_dtype(v.dtype) == policy.variable_dtype, \
+                f"{name}: dtype {policy_name}: weight {v.path} is {v.dtype}"
+    for kind, tensors in (("eager", out), ("symbolic", spec)):
+        for path, leaf in _paths(tensors):
+            if not _is_float(leaf.dtype):
+                continue
+            stays = float32_outputs is True or path.split("/")[0] in float32_outputs
+            want = "float32" if stays else policy.compute_dtype
+            assert keras.backend.standardize_dtype(leaf.dtype) == want, \
+                (f"{name}: dtype {policy_name}: {kind} output {path!r} is "
+                 f"{keras.backend.standardize_dtype(leaf.dtype)}, expected {want}")

@@ -13,6 +13,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 from _memory import MemoryStages, StreamingProbe  # noqa: E402
+from cpu_class import needs_bfloat16_products  # noqa: E402
 from embed_rate import corpus  # noqa: E402
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
@@ -58,8 +59,10 @@ def test_embed_rate_corpus_varies_lengths_and_repeats_words():
       "batch 2 back-to-back tokens/s (3 calls in a row)", "peak memory of the model"]),
     ("embed_rate.py", ["--config", "tiny", "--repeats", "1", "--sentences", "40"],
      ["embed file tokens/s", "embed file / model alone"]),
-    ("reduced_precision.py", ["--models", "tiny", "--batch-size", "2", "--length", "3"],
-     ["tiny layer 0: max |bfloat16 - float32|", "tiny layer 2:"]),
+    pytest.param("reduced_precision.py",
+                 ["--models", "tiny", "--batch-size", "2", "--length", "3"],
+                 ["tiny layer 0: max |bfloat16 - float32|", "tiny layer 2:"],
+                 marks=needs_bfloat16_products),
 ])
 def test_scripts_run_at_tiny_size(tmp_path, script, args, expected):
     done = subprocess.run(

@@ -20,12 +20,12 @@ def test_the_flags_reach_the_saved_config(tmp_path):
     corpus, vocab = write_corpus(tmp_path)
     model = str(tmp_path / "model")
     assert main(["train", model, "--train", corpus, "--vocab", vocab, "--size", "tiny",
-                 "--precision", "mixed_bfloat16", "--steps-per-execution", "3",
+                 "--precision", "mixed_float16", "--steps-per-execution", "3",
                  "--no-jit-compile", "--max-steps", "4", "--log-every", "2"]) == 0
     with open(os.path.join(model, "options.json"), encoding="utf-8") as f:
         saved = json.load(f)
     assert (saved["precision"], saved["steps_per_execution"], saved["jit_compile"]) == \
-        ("mixed_bfloat16", 3, False)
+        ("mixed_float16", 3, False)
     assert os.path.isfile(os.path.join(model, "weights.hdf5"))
 
 

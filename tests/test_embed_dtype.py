@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import weight_fixtures
+from cpu_class import needs_bfloat16_products
 from keras_elmo import ElmoEmbedder
 from keras_elmo.cli.main import main
 
@@ -45,6 +46,7 @@ def _stacked(datasets):
     return np.concatenate([datasets[str(i)] for i in range(len(LINES))], axis=1)
 
 
+@needs_bfloat16_products
 def test_bfloat16_file_has_the_float32_layout_and_nearby_values(model_dir):
     exact = _embed(model_dir, "float32.hdf5", "--no-token-cache")
     reduced = _embed(model_dir, "bfloat16.hdf5", "--no-token-cache", "--dtype", "bfloat16")
@@ -60,6 +62,7 @@ def test_bfloat16_file_has_the_float32_layout_and_nearby_values(model_dir):
     assert 0 < difference <= 0.05 * np.abs(a).max(), (difference, np.abs(a).max())
 
 
+@needs_bfloat16_products
 def test_bfloat16_with_and_without_the_token_cache_agree(model_dir):
     plain = _embed(model_dir, "plain.hdf5", "--no-token-cache", "--dtype", "bfloat16")
     cached = _embed(model_dir, "cached.hdf5", "--vocab", os.path.join(model_dir, "vocab.txt"),

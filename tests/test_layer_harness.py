@@ -9,7 +9,8 @@ import tensorflow as tf
 from keras import ops
 
 import keras_elmo
-from layer_test_harness import run_layer_test
+from cpu_class import needs_bfloat16_products
+from layer_test_harness import DEFAULT_POLICIES, run_dtype_policy_test, run_layer_test
 
 # === The layer table: the only lines that name where each class lives ===
 from keras_elmo.layers import AddSentenceBoundaries, RemoveSentenceBoundaries
@@ -176,12 +177,9 @@ def _cases():
         ("ElmoLayer", make_elmo_layer, {}, dict(
             input_data=IDS, expected_output_shape=(2, 3, OUT), expected_mask=IDS.any(-1),
             expected_trainable_count=2, padding_check=(IDS, IDS_5, REAL_3))),
-        ("ElmoLayer-return_layers", make_elmo_layer, ELMO_DICT_KWARGS, dict(
-            ELMO_DICT_CHECKS, dtype_policies=("float32",))),
         # The symbolic 'layers' once said bfloat16 where the call returned float32 (found by
-        # this harness): the bfloat16 case checks the declared and the returned dtypes.
-        ("ElmoLayer-return_layers-bfloat16", make_elmo_layer, ELMO_DICT_KWARGS, dict(
-            ELMO_DICT_CHECKS, dtype_policies=("bfloat16",), run_fit=False, run_save=False)),
+        # this harness): its bfloat16 case checks the declared and the returned dtypes.
+        ("ElmoLayer-return_layers", make_elmo_layer, ELMO_DICT_KWARGS, ELMO_DICT_CHECKS),
         ("BiLM", BiLM, {"options": OPTIONS.to_dict()}, dict(
             input_data=IDS, expected_output_shape={"layers": (2, LAYERS + 1, 3, OUT),
                                                    "mask": (2, 3)},
@@ -207,10 +205,27 @@ def _cases():
 CASES = _cases()
 
 
+def _policies(checks):
+    return checks.get("dtype_policies", DEFAULT_POLICIES)
+
+
 @pytest.mark.parametrize("layer_cls, init_kwargs, checks",
                          [pytest.param(*case[1:4], id=case[0], marks=case[4:]) for case in CASES])
 def test_layer_contract(layer_cls, init_kwargs, checks, tmp_path):
+    """Everything but the bfloat16 policy (test_layer_bfloat16_policy: a CPU class may
+    refuse it)."""
+    checks = dict(checks, dtype_policies=[p for p in _policies(checks) if p != "bfloat16"])
     run_layer_test(layer_cls, init_kwargs, tmp_path=tmp_path, **checks)
+
+
+@needs_bfloat16_products
+@pytest.mark.parametrize("layer_cls, init_kwargs, checks",
+                         [pytest.param(*case[1:4], id=case[0], marks=case[4:]) for case in CASES
+                          if "bfloat16" in _policies(case[3])])
+def test_layer_bfloat16_policy(layer_cls, init_kwargs, checks):
+    run_dtype_policy_test(layer_cls, init_kwargs, checks["input_data"], "bfloat16",
+                          call_kwargs=checks.get("call_kwargs"),
+                          float32_outputs=checks.get("float32_outputs", ()))
 
 
 def test_every_registered_layer_goes_through_the_harness():

@@ -7,8 +7,11 @@ import pytest
 import tensorflow as tf
 
 import weight_fixtures
+from cpu_class import needs_bfloat16_products
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.formats.weight_file import bilm_weight_arrays, save_bilm_weights
+
+pytestmark = needs_bfloat16_products
 
 
 def _to_bfloat16_and_back(array):

@@ -3,6 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
+from cpu_class import needs_bfloat16_products
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.formats.options import BiLMOptions
@@ -88,6 +89,7 @@ def test_the_head_reads_the_backbone_it_holds():
     assert not np.allclose(model(batch_to_ids(SENTENCES))["layers"].numpy(), before)
 
 
+@needs_bfloat16_products
 def test_a_trained_float32_backbone_loads_into_a_bfloat16_biLM_through_its_weight_file(
         tmp_path):
     """The cells store their LSTM kernels (out, in); the weight file holds (in, out), so the
