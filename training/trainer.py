@@ -40,7 +40,8 @@ checkpoint and weights.hdf5 (`stopped == "SIGTERM"`, `keras_elmo.training.stop_s
 
 Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
 `batches_in_epoch` (global batches of the current epoch already consumed); a resumed run
-rebuilds that epoch's deterministic input order and skips those batches.
+rebuilds that epoch's deterministic input order and skips those batches
+(`keras_elmo.training.run_state`).
 
 Example:
 >>> trainer = Trainer(config, vocab, ModelDir("runs/tiny"))
@@ -49,10 +50,7 @@ Example:
 100
 """
 
-import contextlib
 import math
-import os
-import shutil
 import time
 
 import tensorflow as tf
@@ -60,13 +58,13 @@ import tensorflow as tf
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo.training import distribute
 from keras_elmo.training.dataset import make_dataset
-from keras_elmo.training.divergence import TrainingDivergedError, check_step, check_weights
+from keras_elmo.training.divergence import TrainingDivergedError, check_step
 from keras_elmo.training.language_model import LanguageModel
-from keras_elmo.training.model_dir import make_checkpoint, restore
 from keras_elmo.training.optimizers import (SparseAdagrad, inner_optimizer, make_optimizer,
                                             scale_gradient, scheduled_learning_rate)
 from keras_elmo.training.progress_log import ProgressLog
 from keras_elmo.training.run_plan import RunPlan
+from keras_elmo.training.run_state import RunState
 from keras_elmo.training.stop_signals import StopSignals
 
 _SUM = tf.distribute.ReduceOp.SUM
@@ -98,17 +96,10 @@ class Trainer:
             self.model = LanguageModel.from_training_config(config)
             self.optimizer = make_optimizer(config)
             self.optimizer.build(self.model.trainable_variables)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-            self.batches_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                                name="batches_in_epoch")
-        self.checkpoint = make_checkpoint(self.model, self.optimizer, step=self.step,
-                                          epoch=self.epoch,
-                                          batches_in_epoch=self.batches_in_epoch)
-        self.save_dir = distribute.worker_checkpoint_dir(model_dir.checkpoint_dir, self.strategy)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self.save_dir, max_to_keep=config.keep_checkpoints,
-            checkpoint_name="ckpt")
+        self.state = RunState(self.model, self.optimizer, model_dir, self.strategy,
+                              keep=config.keep_checkpoints)
+        self.step, self.epoch = self.state.step, self.state.epoch
+        self.batches_in_epoch, self.manager = self.state.batches_in_epoch, self.state.manager
         self.log_every = log_every
         self.stream = stream
         self._step_fn = self._steps_fn = None
@@ -116,25 +107,14 @@ class Trainer:
         self._gradients = (tf.function(self._loss_gradients, jit_compile=True)
                            if config.jit_compile else self._loss_gradients)
 
-    # --- state ---------------------------------------------------------------------------
+    # --- state (`RunState`) ----------------------------------------------------------------
     def restore_latest(self):
         """Restores the newest checkpoint of the model directory; returns its path or None."""
-        path = self.model_dir.latest_checkpoint()
-        if path is not None:
-            restore(self.checkpoint, path, self.model)
-        return path
+        return self.state.restore_latest()
 
     def save(self):
-        """Saves a checkpoint numbered by the step (every task must call it).
-
-        Raises:
-            TrainingDivergedError: a weight is not finite (nothing is saved).
-        """
-        try:
-            check_weights(int(self.step.numpy()), self.model.variables)
-        except TrainingDivergedError as error:
-            raise self._diverged(error) from None
-        return self.manager.save(checkpoint_number=int(self.step.numpy()))
+        """Saves a checkpoint numbered by the step (every task must call it)."""
+        return self.state.save()
 
     # --- one step ------------------------------------------------------------------------
     def _replica_step(self, batch):
@@ -357,16 +337,11 @@ class Trainer:
             last = log.report(int(self.step.numpy()), max(int(self.epoch.numpy()) - 1, 0)
                               if stopped == "epochs" else int(self.epoch.numpy()),
                               self._learning_rate(), final=True)
-            if self.manager.latest_checkpoint is None or \
-                    not self.manager.latest_checkpoint.endswith(f"-{int(self.step.numpy())}"):
-                self.save()
+            self.state.save_unless_saved()
         finally:
             signals.__exit__(None, None, None)
             log.close()
-            if not self.chief:
-                shutil.rmtree(self.save_dir, ignore_errors=True)
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.dirname(self.save_dir))  # `.workers/`, once empty
+            self.state.discard_worker_copy()
         if self.chief:
             self.model_dir.write_weights(self.model.backbone)  # the trained biLM itself
         return {"step": int(self.step.numpy()), "epoch": int(self.epoch.numpy()),
@@ -399,16 +374,7 @@ class Trainer:
             check_step(step, sums, norm)
             return norm
         except TrainingDivergedError as error:
-            raise self._diverged(error) from None
-
-    def _diverged(self, error):
-        """The divergence error, completed with what was kept and what to do."""
-        newest = self.manager.latest_checkpoint
-        kept = (f"the newest checkpoint, {os.path.basename(newest)}, is finite and is the one "
-                "a rerun resumes from" if newest else "no checkpoint of this run was written")
-        return TrainingDivergedError(f"{error} Stopped; {kept}; weights.hdf5 was not written. "
-                                     "Lower --learning-rate or --clip-norm (in a new "
-                                     "MODEL_DIR).")
+            raise self.state.diverged(error) from None
 
     def _should_stop(self, max_steps, max_minutes, start):
         if _reached(self.step, max_steps):  # the same on every task
