@@ -39,12 +39,12 @@ from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_leng
 
 #: Batches per sorting window.
 DEFAULT_SORT_BATCHES = 32
-#: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`). The
-#: published LSTM's activations cost about 0.26 MB per position (all four layer-directions'
-#: hoisted input products, 4 * 4096 floats each, alive at once) over a ~1,050 MiB process
-#: after loading. Measured 2026-11-25 (AVX512 CPU, oneDNN on, 300 People's Daily
-#: sentences, whole command): 768 -> 1,266 MiB peak, 1024 -> 1,336, 2048 -> 1,468; by CPU
-#: time 2048 is ~10% faster than 1024 and 1024 ~3% faster than 768.
+#: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`): a larger
+#: budget is faster and holds more activations. Measured 2026-11-26 (whole command, 300 /
+#: 4,800 People's Daily sentences, AVX512 / AVX2 kernels): 768 peaks at 1,162-1,169 /
+#: 1,244 MiB (AVX2 1,154-1,157 / 1,238); 1536 is 3-5% / 12-14% faster and peaks at
+#: 1,211-1,229 / 1,318 MiB (AVX2 1,213-1,215 / 1,268): past the 1,280 MiB a long job is
+#: promised. docs/performance.md has the table.
 DEFAULT_MAX_TOKENS = 768
 #: biLM -> its traced inference function (char ids -> layers), shared by all runners.
 _INFER_FUNCTIONS = weakref.WeakKeyDictionary()
