@@ -6,6 +6,7 @@ import logging
 import numpy as np
 import pytest
 
+from cpu_class import bfloat16_refusal
 from keras_elmo.process import cpu_setup
 
 AVX2 = frozenset({"avx2"})
@@ -91,11 +92,9 @@ def test_elmo_embedder_says_what_bfloat16_costs_on_such_a_cpu(tiny_model_dir, mo
                                                               caplog):
     from keras_elmo import ElmoEmbedder
 
-    try:  # this process's own CPU and settings: can bfloat16 products run here at all?
-        cpu_setup.check_bfloat16_runs()
-        runs_here = True
-    except ValueError:  # e.g. ONEDNN_MAX_CPU_ISA=AVX2 on an AVX512_BF16 CPU: TF would abort
-        runs_here = False
+    # this process's own CPU and settings: can bfloat16 products run here at all? (not with
+    # ONEDNN_MAX_CPU_ISA=AVX2 on an AVX512_BF16 CPU: TensorFlow would abort)
+    runs_here = bfloat16_refusal() is None
     monkeypatch.setattr(cpu_setup, "cpu_flags", lambda cpuinfo=None: AVX2)
     with caplog.at_level(logging.WARNING, logger="keras_elmo"):
         embedder = ElmoEmbedder(options_file=tiny_model_dir.options_file,

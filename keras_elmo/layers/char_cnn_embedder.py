@@ -262,8 +262,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # scalar L
         widest = max(width for width, _ in self.filters)
         used = ops.maximum(prefix, 1) + widest - 1  # K, rounded up to a multiple of the step
-        step = position_step
-        used = ops.minimum(num_chars, (used + step - 1) // step * step)
+        used = ops.minimum(num_chars, (used + position_step - 1) // position_step * position_step)
         chars = ops.take(table, ids[:, :used], axis=0)  # (rows, K, E)
         chars = ops.cast(chars, self.compute_dtype)
         tail_chars = ops.cast(ops.take(table, tail[:, 0], axis=0), self.compute_dtype)
