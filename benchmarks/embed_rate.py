@@ -107,9 +107,13 @@ def main(argv=None):
     limit_malloc_retention()  # as the command line does
     files = published_files(args.config, args.weights_dir)
     import numpy as np
+    import tensorflow as tf  # noqa: F401
 
     import keras_elmo
     from keras_elmo.embedding.bilm_runner import BiLMRunner
+    from keras_elmo.process.library_pages import release_library_pages
+
+    release_library_pages()  # as the command line does after its imports
     from keras_elmo.embedding.embed_file import embed_file
 
     bilm = keras_elmo.BiLM.from_weights(*files, dtype=args.dtype)

@@ -22,10 +22,11 @@ process (so the writer's memory is not counted here) and kept in `--weights-dir`
 next run; `random` builds the model with its random initialisers.
 
 Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): the resident size right after
-`import tensorflow, keras` (the floor no model can go below: mostly TensorFlow's own code
-and data), the size of the weights, then the peak of each stage (loading, the first calls
-of each batch size, the probes, the timed calls) and the process's peak, the largest of
-them. `keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
+`import tensorflow, keras`; the floor no model can go below (that, less the library pages
+the import touched and a biLM never reads again, released as the command line does:
+`keras_elmo.process.library_pages`; `--library-pages keep` keeps them); the size of the
+weights; then the peak of each stage (loading, the first calls of each batch size, the
+probes, the timed calls) and the process's peak, the largest of them. `keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
 `keras-elmo` command line (`--malloc default` leaves glibc's allocator as it is).
 
 Batch 1 is bound by streaming the recurrent weights from memory (every step reads each
@@ -140,6 +141,10 @@ def parse_args(argv):
     parser.add_argument("--malloc", default="limited", choices=("limited", "default"),
                         help="limited: keras_elmo.process.process_memory.limit_malloc_retention() "
                              "first, as the command line does (default); default: glibc as is")
+    parser.add_argument("--library-pages", default="release", choices=("release", "keep"),
+                        help="release: keras_elmo.process.library_pages.release_library_pages() "
+                             "after the imports, as the command line does (default); keep: the "
+                             "pages TensorFlow's import touched stay resident")
     args = parser.parse_args(argv)
     for name in ("length", "repeats"):
         if getattr(args, name) < 1:
@@ -183,7 +188,13 @@ def main(argv=None):
 
     import keras_elmo
 
-    stages.mark("import tensorflow + keras (the floor)")
+    keep = args.library_pages == "keep"
+    stages.mark("import tensorflow + keras" + (" (the floor)" if keep else ""))
+    if not keep:
+        from keras_elmo.process.library_pages import release_library_pages
+
+        print(f"library pages released after the imports: {release_library_pages():.0f} MiB")
+        stages.mark("library pages released (the floor)")
     from keras_elmo.process.process_memory import tensorflow_allocator
 
     allocator = tensorflow_allocator()
@@ -296,7 +307,7 @@ def main(argv=None):
            f"({weight_bytes / 1e6:.0f} MB, {num_parameters:,} parameters)")
     for name, text in stages.lines():
         report(f"memory {name}", text)
-    floor = dict(stages.stages)["import tensorflow + keras (the floor)"]["rss"]
+    floor = next(f["rss"] for name, f in stages.stages if name.endswith("(the floor)"))
     model_peak = max(f["peak"] for name, f in stages.stages if not name.endswith(_PROBES))
     report("peak memory of the model (loading and calls, probes excluded)",
            f"{model_peak:.0f} MiB (floor after import {floor:.0f} + weights "

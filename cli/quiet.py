@@ -8,6 +8,8 @@ setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
 
 `import_tensorflow()` imports TensorFlow with exactly those lines held back and everything
 else passed through; after the import, stderr is the terminal or file it was, untouched.
+Then it hands back the library pages the import touched and a biLM never reads again
+(`keras_elmo.process.library_pages`: a third of a published-size embed's peak memory).
 Every subcommand that needs TensorFlow calls it once its own argument checks have passed
 (so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
 turns the filter off.
@@ -23,6 +25,8 @@ import re
 import sys
 import threading
 
+from keras_elmo.process.library_pages import release_library_pages
+
 #: Lines written by TensorFlow's native runtime while it loads.
 NOISE = re.compile(
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to "
@@ -35,11 +39,17 @@ _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"
 
 
 def import_tensorflow():
-    """Imports TensorFlow (once) with its native start-up lines filtered; returns the module."""
-    if os.environ.get(_ENVIRONMENT_SWITCH) or "tensorflow" in sys.modules:
+    """Imports TensorFlow (once) with its native start-up lines filtered, then releases the
+    library pages it touched (`release_library_pages`); returns the module."""
+    if "tensorflow" in sys.modules:
         return importlib.import_module("tensorflow")
-    with _filtered_fd2():
-        return importlib.import_module("tensorflow")
+    if os.environ.get(_ENVIRONMENT_SWITCH):
+        tf = importlib.import_module("tensorflow")
+    else:
+        with _filtered_fd2():
+            tf = importlib.import_module("tensorflow")
+    release_library_pages()
+    return tf
 
 
 @contextlib.contextmanager

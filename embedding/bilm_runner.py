@@ -40,12 +40,12 @@ from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_leng
 #: Batches per sorting window.
 DEFAULT_SORT_BATCHES = 32
 #: Padded token positions per biLM call of `keras-elmo embed` (`--max-tokens`): a larger
-#: budget is faster and holds more activations. Measured 2026-11-26 (whole command, 300 /
-#: 4,800 People's Daily sentences, AVX512 / AVX2 kernels): 768 peaks at 1,162-1,169 /
-#: 1,244 MiB (AVX2 1,154-1,157 / 1,238); 1536 is 3-5% / 12-14% faster and peaks at
-#: 1,211-1,229 / 1,318 MiB (AVX2 1,213-1,215 / 1,268): past the 1,280 MiB a long job is
-#: promised. docs/performance.md has the table.
-DEFAULT_MAX_TOKENS = 768
+#: budget is faster (long sentences get more rows per recurrent step, each step reading
+#: the recurrent weights once) and holds more activations. Measured 2026-11-26, whole
+#: command, 4,800 People's Daily sentences, AVX512 / AVX2 kernels: 768 96.0 / 143.1 s,
+#: peak 973 / 958 MiB; 1536 81.4 / 125.6 s, 1,011 / 996 MiB; 3072 76.5 / 120.4 s,
+#: 1,082 / 1,068 MiB (past 1,100 MB). docs/performance.md has the table.
+DEFAULT_MAX_TOKENS = 1536
 #: biLM -> its traced inference function (char ids -> layers), shared by all runners.
 _INFER_FUNCTIONS = weakref.WeakKeyDictionary()
 
