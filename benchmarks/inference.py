@@ -26,7 +26,8 @@ Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): the resident size rig
 the import touched and a biLM never reads again, released as the command line does:
 `keras_elmo.process.library_pages`; `--library-pages keep` keeps them); the size of the
 weights; then the peak of each stage (loading, the first calls of each batch size, the
-probes, the timed calls) and the process's peak, the largest of them. `keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
+probes, the timed calls) and the process's peak, the largest of them.
+`keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
 `keras-elmo` command line (`--malloc default` leaves glibc's allocator as it is).
 
 Batch 1 is bound by streaming the recurrent weights from memory (every step reads each

@@ -5,21 +5,22 @@ their start-up code, which registers every op and kernel the libraries hold: tha
 page after page, and each touched page stays in the process's resident set. On the machines
 of this project the import leaves 359 MiB of such pages resident (most of it
 `libtensorflow_cc.so`), while a published-size biLM, loaded and run at batch 1 and 32, reads
-back only ~70 MiB of them: the rest is a third of the command's peak resident memory for
+back only ~70 MiB of them: the rest is a quarter of the command's peak resident memory for
 nothing.
 
-`release_library_pages()` asks the kernel to drop this process's mapping of every page of a
-read-only file mapping that holds no private copy (`madvise(MADV_DONTNEED)`). Nothing is lost:
-the pages are clean copies of the files, they stay in the operating system's file cache,
-and a page the process needs again is mapped back from that cache by the next access (a
-minor page fault, no disk read). Mappings with private copies (relocated read-only data,
-anything writable) and locked ones are left alone. The `keras-elmo` command line calls it
-right after importing TensorFlow; a Python program calls it once after its imports.
+`release_library_pages()` asks the kernel to drop this process's mapping of every page of
+a read-only file mapping that holds no private copy (`madvise(MADV_DONTNEED)`). Nothing is
+lost: the pages are clean copies of the files and stay in the operating system's file
+cache; a page the process needs again is mapped back by its next access (a minor page fault
+while the file cache holds it, as it does unless memory runs short). Mappings with private
+copies (relocated read-only data), writable, locked or deleted ones are left alone. The
+`keras-elmo` command line calls it right after importing TensorFlow; a Python program calls
+it once after its imports.
 
 Example:
 >>> import tensorflow as tf  # doctest: +SKIP
 >>> from keras_elmo.process.library_pages import release_library_pages
->>> released = release_library_pages()  # MiB no longer resident; 0 where not Linux  # doctest: +SKIP
+>>> released = release_library_pages()  # MiB no longer resident (0 off Linux)  # doctest: +SKIP
 """
 
 import collections
