@@ -111,10 +111,10 @@ def main(argv=None):
 
     import keras_elmo
     from keras_elmo.embedding.bilm_runner import BiLMRunner
+    from keras_elmo.embedding.embed_file import embed_file
     from keras_elmo.process.library_pages import release_library_pages
 
     release_library_pages()  # as the command line does after its imports
-    from keras_elmo.embedding.embed_file import embed_file
 
     bilm = keras_elmo.BiLM.from_weights(*files, dtype=args.dtype)
     rng = np.random.default_rng(0)

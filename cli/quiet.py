@@ -9,7 +9,7 @@ setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
 `import_tensorflow()` imports TensorFlow with exactly those lines held back and everything
 else passed through; after the import, stderr is the terminal or file it was, untouched.
 Then it hands back the library pages the import touched and a biLM never reads again
-(`keras_elmo.process.library_pages`: a third of a published-size embed's peak memory).
+(`keras_elmo.process.library_pages`: a quarter of a published-size embed's peak memory).
 Every subcommand that needs TensorFlow calls it once its own argument checks have passed
 (so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
 turns the filter off.
