@@ -25,8 +25,9 @@ Example:
 
 import collections
 import ctypes
-import ctypes.util
 import re
+
+from keras_elmo.process.process_memory import glibc
 
 #: `madvise` advice of Linux's mman.h: drop this process's mapping of the pages.
 _MADV_DONTNEED = 4
@@ -83,7 +84,7 @@ def release_library_pages(smaps="/proc/self/smaps"):
 
     Returns:
         float: MiB of file pages no longer resident (0.0 where there is no such listing or
-        no `madvise`, e.g. macOS).
+        no glibc, e.g. macOS).
 
     Example:
     >>> release_library_pages() >= 0.0
@@ -94,9 +95,8 @@ def release_library_pages(smaps="/proc/self/smaps"):
             mappings = parse_smaps(listing.read())
     except OSError:
         return 0.0
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name, use_errno=True) if name else None
-    if libc is None or not hasattr(libc, "madvise"):
+    libc = glibc()
+    if libc is None:
         return 0.0
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     released_kib = 0

@@ -37,8 +37,13 @@ DEFAULT_MMAP_THRESHOLD = 4 << 20
 
 
 @functools.lru_cache(maxsize=1)
-def _glibc():
-    """The C library if it is glibc (it has `malloc_trim`), else None."""
+def glibc():
+    """The C library (`ctypes.CDLL`) if it is glibc (it has `malloc_trim`), else None.
+
+    Example:
+    >>> glibc() is None or hasattr(glibc(), "mallopt")
+    True
+    """
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -61,7 +66,7 @@ def release_freed_memory():
     >>> release_freed_memory()  # after loading weights or a large batch
     True
     """
-    libc = _glibc()
+    libc = glibc()
     if libc is None:
         return False
     libc.malloc_trim(ctypes.c_size_t(0))
@@ -90,7 +95,7 @@ def limit_malloc_retention(threshold_bytes=DEFAULT_MMAP_THRESHOLD):
             or not 128 << 10 <= threshold_bytes <= 32 << 20):
         raise ValueError("threshold_bytes must be an int from 131072 (128 KiB) to 33554432 "
                          f"(32 MiB); received {threshold_bytes!r}.")
-    libc = _glibc()
+    libc = glibc()
     if libc is None:
         return False
     done = libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(threshold_bytes))
