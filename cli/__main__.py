@@ -1,5 +1,5 @@
 import sys
 
-from keras_elmo.cli.main import main
+from keras_elmo.cli.main import console_main
 
-sys.exit(main())
+sys.exit(console_main())

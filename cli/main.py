@@ -163,5 +163,37 @@ def main(argv=None):
             signal.signal(signal.SIGTERM, previous)
 
 
+#: Commands that end through the interpreter's shutdown: a distributed `train` has its
+#: TensorFlow runtime say goodbye to its peer workers there.
+SHUTDOWN_COMMANDS = frozenset({"train"})
+
+
+def console_main(argv=None):
+    """The `keras-elmo` program (and `python -m keras_elmo.cli`): `main`, then the exit.
+
+    Every command closes and renames its outputs before `main` returns. Except those of
+    `SHUTDOWN_COMMANDS`, the process then ends at once (`os._exit`, after flushing stdout
+    and stderr) instead of tearing the interpreter down object by object: with TensorFlow
+    and a published-size biLM loaded that teardown took 0.6 s, 4% of embedding 300
+    sentences. `main` itself returns (tests and Python callers use it).
+    """
+    code = main(argv)
+    command = _command_of(argv)
+    if command in SHUTDOWN_COMMANDS:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
+            pass
+    os._exit(code)
+
+
+def _command_of(argv):
+    """The subcommand name in `argv` (or `sys.argv`), None if there is none."""
+    args = sys.argv[1:] if argv is None else argv
+    return next((arg for arg in args if arg in COMMANDS), None)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -1,4 +1,4 @@
-"""No native start-up noise from TensorFlow on the command line's stderr.
+"""The command line's TensorFlow import: no native start-up noise, no unused extras.
 
 Loading TensorFlow's C++ runtime writes a few lines to file descriptor 2 that no Python
 setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
@@ -10,6 +10,10 @@ setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
 else passed through; after the import, stderr is the terminal or file it was, untouched.
 Then it hands back the library pages the import touched and a biLM never reads again
 (`keras_elmo.process.library_pages`: a quarter of a published-size embed's peak memory).
+During the import, `IPython` and `matplotlib` look absent: Keras imports them when they are
+installed (for notebook display and image galleries, which no command uses), 0.4-0.6 s of
+every command's start-up (measured: `import tensorflow` 2.07-2.18 s with them, 1.56-1.77 s
+without). They stay importable afterwards; only the command's process is concerned.
 Every subcommand that needs TensorFlow calls it once its own argument checks have passed
 (so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
 turns the filter off.
@@ -36,6 +40,8 @@ NOISE = re.compile(
     r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate "
     r"compiler flags\.")
 _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"
+#: Packages Keras imports if present and no command uses (see the module docstring).
+UNUSED_EXTRAS = ("IPython", "matplotlib")
 
 
 def import_tensorflow():
@@ -43,13 +49,30 @@ def import_tensorflow():
     library pages it touched (`release_library_pages`); returns the module."""
     if "tensorflow" in sys.modules:
         return importlib.import_module("tensorflow")
-    if os.environ.get(_ENVIRONMENT_SWITCH):
-        tf = importlib.import_module("tensorflow")
-    else:
-        with _filtered_fd2():
+    with _without(UNUSED_EXTRAS):
+        if os.environ.get(_ENVIRONMENT_SWITCH):
             tf = importlib.import_module("tensorflow")
+        else:
+            with _filtered_fd2():
+                tf = importlib.import_module("tensorflow")
     release_library_pages()
     return tf
+
+
+@contextlib.contextmanager
+def _without(names):
+    """Inside the block, importing a package of `names` not yet imported raises
+    `ModuleNotFoundError`, as for a package not installed (Python's rule for a `None` entry
+    in `sys.modules`); afterwards the entries are gone and it imports as usual."""
+    absent = [name for name in names if name not in sys.modules]
+    for name in absent:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in absent:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 @contextlib.contextmanager

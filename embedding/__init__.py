@@ -7,6 +7,8 @@ reverse.
 - `loaders`: load a MODEL_DIR (options.json + weights.hdf5 [+ vocab.txt for the cache]);
   the files are found by `keras_elmo.formats.model_files` (no TensorFlow import).
 - `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
+- `batch_plan`: where to cut a sorted window into batches (the least padded work).
+- `token_vectors`: the char CNN once per distinct token of a corpus.
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
 - `neighbors`: `keras-elmo neighbors` (the paper's Table 4 comparison).
 """

@@ -3,8 +3,9 @@
 Sentences are read `batch_size * sort_batches` at a time, sorted by length inside that
 window (so a batch pads little), cut into batches of at most `batch_size` sentences and at
 most `max_tokens` padded token positions (rows x longest row: a budget that keeps every
-biLM call about as large, and its activations about as big, whatever the lengths), and
-handed back one by one with their keys; memory holds one window of text and two batches of
+biLM call about as large, and its activations about as big, whatever the lengths) where
+`keras_elmo.embedding.batch_plan` finds the least work, and handed back one by one with
+their keys; memory holds one window of text and two batches of
 outputs, whatever the input's size. A sentence's vectors do not depend on its batch-mates
 (the biLM is stateless and masks padding), so the reordering changes nothing but speed.
 
@@ -33,6 +34,7 @@ import weakref
 
 import numpy as np
 
+from keras_elmo.embedding.batch_plan import plan_batches
 from keras_elmo.embedding.token_vectors import TokenVectorMemo
 from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
                                                    num_windows, windows)
@@ -137,23 +139,16 @@ class BiLMRunner:
             yield from self._window_batches(window)
 
     def _window_batches(self, window):
-        """Batches of a window sorted by length: `batch_size` sentences at most, and at most
-        `max_tokens` padded positions (rows x the longest row; windows count as rows)."""
+        """Batches of a window sorted by length, cut where `plan_batches` finds it cheapest:
+        `batch_size` sentences at most, and at most `max_tokens` padded positions (rows x
+        the longest row; windows count as rows)."""
         window.sort(key=lambda item: len(item[1]))
-        batch, rows = [], 0
-        for item in window:
-            length = len(item[1])
-            item_rows = num_windows(length, self.max_length)
-            width = min(length, self.max_length)  # the batch's longest row, once it is in
-            if batch and (len(batch) >= self.batch_size or (
-                    self.max_tokens is not None
-                    and (rows + item_rows) * width > self.max_tokens)):
-                yield [key for key, _ in batch], [tokens for _, tokens in batch]
-                batch, rows = [], 0
-            batch.append(item)
-            rows += item_rows
-        if batch:
-            yield [key for key, _ in batch], [tokens for _, tokens in batch]
+        lengths = [len(tokens) for _, tokens in window]
+        for start, stop in plan_batches(
+                [min(n, self.max_length) for n in lengths], self.batch_size, self.max_tokens,
+                rows=[num_windows(n, self.max_length) for n in lengths]):
+            yield ([key for key, _ in window[start:stop]],
+                   [tokens for _, tokens in window[start:stop]])
 
     def layers(self, sentences):
         """float32 numpy `(batch, L + 1, max_len, 2 * projection_dim)`, zero past each end;
@@ -179,7 +174,8 @@ class BiLMRunner:
 
 
 def _infer_function(bilm):
-    """The biLM's traced `char ids -> layers` function, made once per biLM."""
+    """The biLM's traced `char ids -> layers` function, made once per biLM (no autograph:
+    see `keras_elmo.embedding.token_vectors._functions`)."""
     if bilm not in _INFER_FUNCTIONS:
         import tensorflow as tf
 
@@ -187,7 +183,8 @@ def _infer_function(bilm):
         model = weakref.ref(bilm)  # the cache must not keep the biLM alive
         _INFER_FUNCTIONS[bilm] = tf.function(
             lambda ids: model()(ids, training=False)["layers"],
-            input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
+            input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
+            autograph=False)
     return _INFER_FUNCTIONS[bilm]
 
 

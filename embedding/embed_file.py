@@ -35,9 +35,9 @@ Rules:
   from the first line, and its first atomic write removes the killed run's temporary
   (`keras_elmo.process.atomic_file`). (An HDF5 file cut off by `kill -9` cannot be trusted
   to reopen, so nothing of it is reused.)
-- Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut at
-  `batch_size` sentences or `max_tokens` padded positions per biLM call, whichever comes
-  first; the next batch runs in a worker thread while this one is written and more lines
+- Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut
+  within `batch_size` sentences and `max_tokens` padded positions per biLM call where the
+  least work is (`keras_elmo.embedding.batch_plan`); the next batch runs in a worker thread while this one is written and more lines
   are read (`BiLMRunner`). Without a vocabulary `token_cache` the char CNN runs once per
   distinct token of the file (`keras_elmo.embedding.token_vectors`). One trace of each
   function serves every batch shape.

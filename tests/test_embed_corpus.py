@@ -58,9 +58,11 @@ def test_batches_keep_to_the_token_budget_and_the_sentence_cap(model):
     # Sorted by length inside the window, so consecutive batches never overlap in length.
     flat = [len(s) for _, sentences in batches for s in sentences]
     assert flat == sorted(flat)
-    # Without a budget only the sentence cap cuts.
+    # Without a budget the sentence cap and the plan cut: the window's shortest three
+    # (lengths 0-1) run apart from the next four rather than padded to their width.
     plain = list(BiLMRunner(embedder.bilm, batch_size=4, sort_batches=8)._sorted_batches(keyed))
-    assert [len(s) for _, s in plain] == [4, 4, 4, 3]
+    assert [[len(s) for s in sentences] for _, sentences in plain] == [
+        [0, 1, 1], [2, 2, 3, 3], [4, 5, 6, 7], [8, 9, 9, 12]]
 
 
 @pytest.mark.parametrize("max_tokens, max_length", [(None, 512), (12, 512), (6, 4)])

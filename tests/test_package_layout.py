@@ -56,7 +56,7 @@ def test_only_keras_elmo_is_installed_as_a_top_level_name():
     assert top_level.split() == ["keras_elmo"]
     entry = [e for e in importlib.metadata.entry_points(group="console_scripts")
              if e.name == "keras-elmo"]
-    assert [e.value for e in entry] == ["keras_elmo.cli.main:main"]
+    assert [e.value for e in entry] == ["keras_elmo.cli.main:console_main"]
 
 
 def _python_files(folder):

@@ -71,14 +71,17 @@ class TokenEmbeddingCache:
         self.batch_size = batch_size
         self.projection_dim = bilm.options.projection_dim
         projection = self.projection_dim
+        # No autograph: the model's control flow is TensorFlow ops already (faster tracing).
         self._contextualize = tf.function(
             lambda vectors, mask: bilm.layers_from_token_embeddings(vectors, mask),
             input_signature=[tf.TensorSpec([None, None, projection], tf.float32),
-                             tf.TensorSpec([None, None], tf.bool)])
+                             tf.TensorSpec([None, None], tf.bool)],
+            autograph=False)
         self._char_cnn = tf.function(
             bilm.token_embedder,
             input_signature=[tf.TensorSpec([None, None, bilm.options.max_characters_per_token],
-                                           tf.int32)])
+                                           tf.int32)],
+            autograph=False)
         self.index = {}
         for token in tokens:
             if not isinstance(token, str):
