@@ -12,7 +12,8 @@ Rows come in multiples of `ROW_QUANTUM` (16): the matrix kernels of a recurrent 
 on 16 columns at a time, and a product of 14 or 35 columns ran at 64-78% of the rate of
 one of 16 or 32 (AVX2 kernels, published size). Off the quantum are only the first batch
 (the shortest sentences take the remainder) and batches whose width leaves room for fewer
-than 16 rows in the budget (all of them when `batch_size` is below 16).
+than 16 rows in the budget (all of them when `batch_size` is below 16). Should sentences
+run in several windows leave no plan whose rows keep to that, the plan takes any rows.
 
 Measured 2026-11-26, 300 People's Daily sentences, published size, budget 1536, time of
 the biLSTM calls: AVX2 kernels 9.00 s with the greedy cut (fill each batch up to a
@@ -54,13 +55,23 @@ def plan_batches(widths, batch_size, max_tokens, rows=None):
     if any(b < a for a, b in zip(widths, widths[1:])):
         raise ValueError("plan_batches needs widths sorted in non-decreasing order; received "
                          f"{list(widths)[:10]}...")
+    plan = _cheapest(widths, rows, batch_size, max_tokens, ROW_QUANTUM)
+    if plan is None:  # sentences of several windows can leave no sum of rows on the quantum
+        plan = _cheapest(widths, rows, batch_size, max_tokens, 1)
+    return plan
+
+
+def _cheapest(widths, rows, batch_size, max_tokens, quantum):
+    """The least-cost plan with rows in multiples of `quantum` (see the module docstring),
+    or None if there is none."""
+    count = len(widths)
     total_rows = [0]
     for r in rows:
         total_rows.append(total_rows[-1] + r)
+
     def any_size(width):
         """Whether a batch of this width may hold a number of rows off the quantum."""
-        return batch_size < ROW_QUANTUM or (max_tokens is not None
-                                            and ROW_QUANTUM * width > max_tokens)
+        return batch_size < quantum or (max_tokens is not None and quantum * width > max_tokens)
 
     best = [0.0] + [math.inf] * count  # best[j]: least cost of the first j sentences
     start_of = [0] * (count + 1)
@@ -71,11 +82,13 @@ def plan_batches(widths, batch_size, max_tokens, rows=None):
             batch_rows = total_rows[stop] - total_rows[start]
             if size > 1 and max_tokens is not None and batch_rows * width > max_tokens:
                 break  # larger batches ending here only hold more rows
-            if start > 0 and batch_rows % ROW_QUANTUM and not any_size(width):
+            if start > 0 and batch_rows % quantum and not any_size(width):
                 continue
             cost = best[start] + (width + 1) * (ROW_OVERHEAD + batch_rows)
             if cost < best[stop]:
                 best[stop], start_of[stop] = cost, start
+    if count and best[count] == math.inf:
+        return None
     cuts, stop = [], count
     while stop > 0:
         cuts.append((start_of[stop], stop))

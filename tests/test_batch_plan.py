@@ -86,3 +86,12 @@ def test_a_jump_in_length_is_a_cut_and_flat_lengths_are_not():
 def test_unsorted_widths_are_refused():
     with pytest.raises(ValueError, match="sorted in non-decreasing order; received"):
         plan_batches([3, 1], batch_size=4, max_tokens=None)
+
+
+def test_windows_that_leave_no_plan_on_the_quantum_still_get_one():
+    # Sentences of 1-3 windows whose rows no batch after the first (of at most 16
+    # sentences) can sum to a multiple of 16: the plan takes any rows, within batch_size.
+    rows = [2, 1, 1, 1, 1, 3, 3, 2, 2, 1, 1, 3, 1, 1, 1, 1, 3, 3, 3, 2, 3, 3, 2, 3, 1, 1, 3]
+    plan = plan_batches([5] * len(rows), batch_size=16, max_tokens=None, rows=rows)
+    check_covers(plan, len(rows))
+    assert all(stop - start <= 16 for start, stop in plan), plan
