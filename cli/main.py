@@ -89,8 +89,7 @@ class AnyOrderParser(argparse.ArgumentParser):
         options may come before it too (`data --out DIR people-daily`); this parser's own
         `-h` before the name keeps its place (it asks for this parser's help)."""
         args = list(sys.argv[1:] if args is None else args)
-        names = self.subcommands.choices
-        first = next((i for i, arg in enumerate(args) if arg in names), None)
+        first = _command_index(args, self.subcommands.choices)
         if not first or any(arg in ("-h", "--help") for arg in args[:first]):
             return args
         return [args[first]] + args[:first] + args[first + 1:]
@@ -189,10 +188,17 @@ def console_main(argv=None):
     os._exit(code)
 
 
+def _command_index(args, names):
+    """Where the subcommand is in `args`: the first word that is one of `names` (None if
+    none is); the rule `AnyOrderParser` parses by."""
+    return next((i for i, arg in enumerate(args) if arg in names), None)
+
+
 def _command_of(argv):
     """The subcommand name in `argv` (or `sys.argv`), None if there is none."""
-    args = sys.argv[1:] if argv is None else argv
-    return next((arg for arg in args if arg in COMMANDS), None)
+    args = sys.argv[1:] if argv is None else list(argv)
+    index = _command_index(args, COMMANDS)
+    return None if index is None else args[index]
 
 
 if __name__ == "__main__":
