@@ -100,11 +100,13 @@ class TokenVectorMemo:
 
 
 def _functions(bilm):
-    """The biLM's traced char CNN and biLSTM-from-vectors functions, made once per biLM.
+    """The biLM's traced char CNN and biLSTM-from-vectors functions, made once per biLM
+    (the latter `BiLM.traced_layers_from_token_embeddings`: one trace for one-row batches,
+    one for the rest).
 
-    `autograph=False`: the model's control flow is TensorFlow ops already (`tf.while_loop`,
-    `tf.cond`); converting its Python code only cost tracing time (the published biLSTM
-    traced in 0.50 s with it, 0.36 s without, the same graph)."""
+    `autograph=False`: the model's control flow is TensorFlow ops already (`tf.while_loop`);
+    converting its Python code only cost tracing time (the published biLSTM traced in
+    0.50 s with it, 0.36 s without, the same graph)."""
     if bilm not in _FUNCTIONS:
         import tensorflow as tf
 
@@ -114,11 +116,5 @@ def _functions(bilm):
             lambda ids: tf.cast(model().token_embedder(ids), tf.float32),
             input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
             autograph=False)
-        contextualize = tf.function(
-            lambda vectors, mask: model().layers_from_token_embeddings(vectors, mask)["layers"],
-            input_signature=[tf.TensorSpec([None, None, bilm.options.projection_dim],
-                                           tf.float32),
-                             tf.TensorSpec([None, None], tf.bool)],
-            autograph=False)
-        _FUNCTIONS[bilm] = (char_cnn, contextualize)
+        _FUNCTIONS[bilm] = (char_cnn, bilm.traced_layers_from_token_embeddings())
     return _FUNCTIONS[bilm]

@@ -70,13 +70,8 @@ class TokenEmbeddingCache:
         self.bilm = bilm
         self.batch_size = batch_size
         self.projection_dim = bilm.options.projection_dim
-        projection = self.projection_dim
+        self._layers = bilm.traced_layers_from_token_embeddings()
         # No autograph: the model's control flow is TensorFlow ops already (faster tracing).
-        self._contextualize = tf.function(
-            lambda vectors, mask: bilm.layers_from_token_embeddings(vectors, mask),
-            input_signature=[tf.TensorSpec([None, None, projection], tf.float32),
-                             tf.TensorSpec([None, None], tf.bool)],
-            autograph=False)
         self._char_cnn = tf.function(
             bilm.token_embedder,
             input_signature=[tf.TensorSpec([None, None, bilm.options.max_characters_per_token],
@@ -165,7 +160,7 @@ class TokenEmbeddingCache:
             `"mask"` bool `(batch, max_len)` (tensors).
         """
         vectors, mask = self.embed_tokens(sentences)
-        return self._contextualize(vectors, mask)
+        return {"layers": self._layers(vectors, mask), "mask": tf.convert_to_tensor(mask)}
 
     # --- file -------------------------------------------------------------------------------
     def save(self, path):

@@ -9,8 +9,8 @@ from keras_elmo.formats.options import BiLMOptions, as_options
 
 _DIRECTIONS = ("forward", "backward")
 #: Columns (steps x batch rows) of input gates the plain loop computes at once, per
-#: direction: 16 MiB at the published 4 x 4096 gates (see `_run_cells`).
-GATE_COLUMNS = 256
+#: direction: 64 MiB at the published 4 x 4096 gates (see `_run_cells`).
+GATE_COLUMNS = 1024
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -58,6 +58,13 @@ class ResidualBiLSTM(keras.layers.Layer):
             training step asks for it (1.4x faster backward). False (the default) runs the
             plain loop, whose autodiff gives the same gradients and which every graph that
             outlives the process (a SavedModel) must use. Stateless encoders only.
+        one_row: which products the plain loop uses. None (the default): those of a one-row
+            batch (`LSTMProjectionCell.step_values`) when the batch has one row, chosen at
+            tracing when the batch size is known then, else by a `tf.cond`, so a function
+            traced for any batch size holds both loops (what an export needs). False: the
+            products of several rows whatever the batch (the same numbers; a traced
+            function holds one loop and traces in about half the time). True: the batch
+            must have one row (checked at tracing when known, else when it runs).
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -131,7 +138,7 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_c.assign(tf.zeros_like(self.state_c))
 
     def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
-             sequence_gradient=False):
+             sequence_gradient=False, one_row=None):
         for flag, value in (("skip_boundary_steps", skip_boundary_steps),
                             ("sequence_gradient", sequence_gradient)):
             if value and self.stateful:
@@ -140,7 +147,11 @@ class ResidualBiLSTM(keras.layers.Layer):
                                  "stateful=True.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
-        static_batch = inputs.shape[0]  # None when known only at run time
+        one_row = _one_row_products(one_row, inputs.shape[0])
+        if one_row and inputs.shape[0] is None:  # checked before any step runs
+            with tf.control_dependencies([tf.debugging.assert_equal(
+                    batch, 1, message="one_row=True needs a batch of one row")]):
+                inputs = tf.identity(inputs)
         if mask is None:
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
@@ -165,7 +176,7 @@ class ResidualBiLSTM(keras.layers.Layer):
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
                 hs, states = _run_cells_for_batch(cells, dropped, lengths, initial[layer],
-                                                  self.stateful, static_batch, batch)
+                                                  self.stateful, one_row, batch)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -240,15 +251,28 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
+def _one_row_products(one_row, static_batch):
+    """The call's `one_row` as a bool, or None for "decide by one `tf.cond` when it runs"
+    (the batch size unknown at tracing); refuses `one_row=True` for a known larger batch."""
+    if not (one_row is None or isinstance(one_row, bool)):
+        raise ValueError(f"one_row must be None, True or False; received {one_row!r}.")
+    if one_row is None:
+        return None if static_batch is None else static_batch == 1
+    if one_row and static_batch not in (None, 1):
+        raise ValueError(f"one_row=True needs a batch of one row; received a batch of "
+                         f"{static_batch} rows.")
+    return one_row
+
+
 def _run_cells_for_batch(cells, inputs, lengths, initial_states, freeze_after_length,
-                         static_batch, batch):
-    """`_run_cells` with the products of a one-row batch when the batch has one row: chosen
-    at tracing when the batch size is known then, else by one `tf.cond` around the loop."""
+                         one_row, batch):
+    """`_run_cells` with the products of a one-row batch or not (`one_row` a bool), or
+    either by one `tf.cond` around the loop on the run's batch size (`one_row` None)."""
     def run(one_row):
         return _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row)
 
-    if static_batch is not None:
-        return run(static_batch == 1)
+    if one_row is not None:
+        return run(one_row)
     return tf.cond(tf.equal(batch, 1), lambda: run(True), lambda: run(False))
 
 
@@ -257,9 +281,11 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
     differentiates it).
 
     The input gates `W_x x + b` are computed for `GATE_COLUMNS` columns (steps x rows) at a
-    time, one chunk of steps after the other: at the published size and batch 32 a
-    whole-sentence product held 42 MiB per direction, a chunk of 7 steps 14 MiB, at 95% of
-    its speed.
+    time, one chunk of steps after the other, so a long sentence's gates are never held at
+    once. Measured at the published size, 22 positions (2-core AMD EPYC, both directions),
+    1,024 columns against 256: batch 32 0.304 against 0.327 s per call with AVX512 kernels
+    (0.496 against 0.511 with AVX2 ones), batch 64 0.578 against 0.626 s; 28 MiB more per
+    direction at batch 32 (a whole sentence, 44 MiB).
 
     Args:
         cells: list of `LSTMProjectionCell`.

@@ -5,7 +5,10 @@ language_model.LanguageModel`) is a head over a `BiLM`, and the trained run's `B
 very object that is written to weights.hdf5, exported and wrapped by `ElmoLayer`.
 """
 
+import weakref
+
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_elmo import constants
@@ -125,7 +128,7 @@ class BiLM(keras.Model):
         return self.options.output_dim
 
     # === Entry point for precomputed token vectors (see keras_elmo.formats.token_cache) ===
-    def layers_from_token_embeddings(self, token_embeddings, mask):
+    def layers_from_token_embeddings(self, token_embeddings, mask, one_row=None):
         """The biLM's outputs from context-insensitive token vectors instead of char ids.
 
         Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
@@ -137,6 +140,8 @@ class BiLM(keras.Model):
             token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
                 boundaries); values at padded positions are ignored.
             mask: bool `(batch, T)`, True on real tokens, which come first in each row.
+            one_row: None, True or False: the biLSTM's loop for one-row batches, chosen by
+                the batch size (None) or fixed (`ResidualBiLSTM`'s `one_row`).
 
         Returns:
             the same dict as calling the model: `"layers"` float32
@@ -163,12 +168,34 @@ class BiLM(keras.Model):
         framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
         framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
         lstm_layers = self.contextual_encoder(
-            framed, mask=framed_mask, skip_boundary_steps=not self.stateful)  # (batch, L, T+2, 2P)
+            framed, mask=framed_mask, skip_boundary_steps=not self.stateful,
+            one_row=one_row)  # (batch, L, T + 2, 2P)
         layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
         all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
         remove_boundaries = self.get_layer("remove_sentence_boundaries")
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         return {"layers": layers, "mask": mask}
+
+    def traced_layers_from_token_embeddings(self):
+        """`layers_from_token_embeddings` as traced functions, for callers that run it on
+        many batches (`TokenEmbeddingCache`, `keras-elmo embed`).
+
+        Returns a `TracedTokenLayers`, called `(vectors, mask) -> layers`: float32
+        `(batch, T, P)` and bool `(batch, T)` (numpy or tensors) to float32
+        `(batch, L + 1, T, 2P)`. A batch of one row runs one traced function (`.one_row`),
+        any other batch another (`.rows`; `one_row=True` / `False`), each traced once for
+        every `T` on its first use: neither holds the other's loop, so each traces and
+        starts in about half the time of one function traced for both (published size,
+        AVX2 kernels: 0.24 + 0.30 s instead of 0.36 + 0.47 s for trace and first call).
+        The functions hold the biLM weakly (a cache keyed by the biLM may keep them).
+
+        Example (a tiny biLM: `P = 8`, `L + 1 = 3`):
+        >>> bilm = BiLM(BiLMOptions.tiny())
+        >>> layers = bilm.traced_layers_from_token_embeddings()
+        >>> layers(np.zeros((3, 4, 8), "float32"), np.ones((3, 4), bool)).shape
+        TensorShape([3, 3, 4, 16])
+        """
+        return TracedTokenLayers(self)
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
@@ -185,3 +212,25 @@ class BiLM(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class TracedTokenLayers:
+    """`BiLM.layers_from_token_embeddings` traced twice: `one_row` for batches of one row,
+    `rows` for any other (see `BiLM.traced_layers_from_token_embeddings`)."""
+
+    def __init__(self, bilm):
+        model = weakref.ref(bilm)
+        specs = [tf.TensorSpec([None, None, bilm.options.projection_dim], tf.float32),
+                 tf.TensorSpec([None, None], tf.bool)]
+
+        def traced(one_row):
+            # No autograph: the model's control flow is TensorFlow ops already.
+            return tf.function(
+                lambda vectors, mask: model().layers_from_token_embeddings(
+                    vectors, mask, one_row=one_row)["layers"],
+                input_signature=specs, autograph=False)
+
+        self.one_row, self.rows = traced(True), traced(False)
+
+    def __call__(self, vectors, mask):
+        return (self.one_row if len(vectors) == 1 else self.rows)(vectors, mask)
