@@ -10,10 +10,14 @@ setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
 else passed through; after the import, stderr is the terminal or file it was, untouched.
 Then it hands back the library pages the import touched and a biLM never reads again
 (`keras_elmo.process.library_pages`: a quarter of a published-size embed's peak memory).
-During the import, `IPython` and `matplotlib` look absent: Keras imports them when they are
-installed (for notebook display and image galleries, which no command uses), 0.4-0.6 s of
-every command's start-up (measured: `import tensorflow` 2.07-2.18 s with them, 1.56-1.77 s
-without). They stay importable afterwards; only the command's process is concerned.
+During the import, `IPython`, `matplotlib`, `PIL` and `scipy` look absent: Keras imports the
+first three when they are installed (for notebook display, image galleries and image files,
+which no command uses), TensorFlow's legacy Keras 2 code scipy (for sparse arrays given to
+its `fit`); each import is optional there. IPython and matplotlib were 0.4-0.6 s of every
+command's start-up (measured: `import tensorflow` 2.07-2.18 s with them, 1.56-1.77 s
+without), PIL and scipy another 0.2 s (`import tensorflow, keras` 1.74-1.89 -> 1.57-1.68 s;
+`requests`, which TensorFlow imports unconditionally, cannot be left out). They stay
+importable afterwards; only the command's process is concerned.
 Every subcommand that needs TensorFlow calls it once its own argument checks have passed
 (so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
 turns the filter off.
@@ -41,7 +45,7 @@ NOISE = re.compile(
     r"compiler flags\.")
 _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"
 #: Packages Keras imports if present and no command uses (see the module docstring).
-UNUSED_EXTRAS = ("IPython", "matplotlib")
+UNUSED_EXTRAS = ("IPython", "matplotlib", "PIL", "scipy")
 
 
 def import_tensorflow():
