@@ -59,8 +59,9 @@ def add_parser(subparsers):
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
                         help="most padded token positions per biLM call (sentences x "
                              f"longest; default {DEFAULT_MAX_TOKENS}): bounds the "
-                             "activations' memory (768: about 40 MiB less, 3-18%% slower; "
-                             "3072: about 70 MiB more, 0-6%% faster); 0 for --batch-size alone")
+                             "activations' memory (1536: 5-18 MiB less, 0.5-2%% slower; "
+                             "768: another 40-50 MiB less, 3-18%% slower than 1536; 3072: no "
+                             "faster); 0 for --batch-size alone")
     parser.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, metavar="N",
                         help="tokens per biLM window (default "
                              f"{DEFAULT_MAX_LENGTH}): a longer sentence is embedded in "

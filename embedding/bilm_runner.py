@@ -46,8 +46,11 @@ DEFAULT_SORT_BATCHES = 32
 #: the recurrent weights once) and holds more activations. Measured 2026-11-26, whole
 #: command, 4,800 People's Daily sentences, AVX512 / AVX2 kernels: 768 96.0 / 143.1 s,
 #: peak 973 / 958 MiB; 1536 81.4 / 125.6 s, 1,011 / 996 MiB; 3072 76.5 / 120.4 s,
-#: 1,082 / 1,068 MiB (past 1,100 MB). docs/performance.md has the table.
-DEFAULT_MAX_TOKENS = 1536
+#: 1,082 / 1,068 MiB (past 1,100 MB). With the batch plan and input gates 1,024 columns at
+#: a time, 2048 against 1536 (farm-bench, AVX2 kernels): 300 / 1,200 / 4,800 sentences
+#: 11.78 / 31.45 / 105.4 s against 12.00 / 32.45 / 105.9 s, peak +5 / +3 / +18 MiB (1,055
+#: at 4,800). docs/performance.md has the tables.
+DEFAULT_MAX_TOKENS = 2048
 #: biLM -> its traced inference function (char ids -> layers), shared by all runners.
 _INFER_FUNCTIONS = weakref.WeakKeyDictionary()
 
