@@ -91,12 +91,15 @@ class Peers:
                         for name, match in found.items()}
         return {}
 
-    def report(self, ours):
+    def report(self, ours, figure_of=None):
         """Prints each peer's median per figure and, per round, ours over the fastest peer.
 
         Args:
-            ours: `{figure: [value per round]}`, the rounds in the order peers ran in.
+            ours: `{name: [value per round]}`, the rounds in the order peers ran in; a name
+                is a figure's, or one that `figure_of` maps to the figure it is compared with.
+            figure_of: dict name -> figure, for our variants of one figure.
         """
+        figure_of = figure_of or {}
         for label, _ in self.peers:
             for name in self.figures:
                 values = [r[label][name] for r in self.rounds if name in r.get(label, {})]
@@ -107,7 +110,8 @@ class Peers:
         for name, values in ours.items():
             ratios = []
             for value, peers in zip(values, self.rounds):
-                best = max((p[name] for p in peers.values() if name in p), default=None)
+                figure = figure_of.get(name, name)
+                best = max((p[figure] for p in peers.values() if figure in p), default=None)
                 if best:
                     ratios.append(value / best)
             if ratios:

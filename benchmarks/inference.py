@@ -13,7 +13,10 @@ fastest peer. Then `--back-to-back` calls of each batch size in a row, nothing b
 them, as bilm-tf's own inference script and a server handling one request after another
 time it: the probes between interleaved calls evict what the caches held of the weights, which
 costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one machine).
-The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
+With batch 1, the line `batch 1, one-row kernels` times the path of `ElmoEmbedder` and
+`keras-elmo embed` (the char CNN, then `BiLM.traced_layers_from_token_embeddings()`, whose
+one-row loop reads `(in, out)` copies of the LSTM kernels: `keras_elmo.layers.OneRowKernels`)
+beside `bilm(char_ids)`. The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
 CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
 
 Weights (`--weights`): `file` (default) loads them as a user does, `BiLM.from_weights` on
@@ -72,6 +75,8 @@ from _peers import Peers  # noqa: E402
 from keras_elmo import constants  # noqa: E402  (no TensorFlow: the memory floor stays)
 
 _CONFIGS = ("published", "small", "tiny")
+#: The variant of batch 1 on the embedder's path (`embedder_path`).
+_ONE_ROW_KERNELS = "batch 1, one-row kernels"
 #: Character lengths of English tokens (punctuation included), roughly as in running text.
 _TOKEN_LENGTHS = list(range(1, 14))
 _LENGTH_WEIGHTS = [16, 17, 20, 15, 10, 8, 7, 4, 3, 2, 1, 0.6, 0.4]
@@ -171,6 +176,18 @@ def published_files(config, directory):
     return options_file, weight_file
 
 
+def embedder_path(bilm):
+    """`char_ids -> layers` at one row as `ElmoEmbedder` and `keras-elmo embed` run it: the
+    char CNN, then `BiLM.traced_layers_from_token_embeddings()`, whose one-row loop reads
+    `(in, out)` copies of the recurrent kernels (`keras_elmo.layers.OneRowKernels`)."""
+    import tensorflow as tf
+
+    encode = tf.function(lambda ids: (tf.cast(bilm.token_embedder(ids), tf.float32),
+                                      tf.reduce_any(ids != 0, axis=-1)))
+    layers = bilm.traced_layers_from_token_embeddings()
+    return lambda ids: layers(*encode(ids))
+
+
 def main(argv=None):
     args = parse_args(argv)
     print_load("before")
@@ -223,6 +240,8 @@ def main(argv=None):
     infer = tf.function(lambda ids: bilm(ids, training=False))
     for b in args.batch_sizes:
         variants[f"batch {b}"] = (infer, inputs[b], b, flops["total"])
+    if 1 in args.batch_sizes:  # the embedder's one-row path: char CNN, then the copies' loop
+        variants[_ONE_ROW_KERNELS] = (embedder_path(bilm), inputs[1], 1, flops["total"])
     if args.breakdown:
         encode_tokens = tf.function(lambda ids: bilm.token_embedder(ids))
         encode_context = tf.function(lambda x: bilm.contextual_encoder(x, training=False))
@@ -255,8 +274,9 @@ def main(argv=None):
             stream.sample()
         if peers:
             peers.run_round()
-    back_to_back = {b: [time_call(variants[f"batch {b}"][0], inputs[b])
-                        for _ in range(args.back_to_back)] for b in args.batch_sizes}
+    back_to_back = {name: [time_call(fn, x) for _ in range(args.back_to_back)]
+                    for name, (fn, x, _, _) in variants.items() if name.startswith("batch")
+                    and not name.endswith(("char CNN", "biLSTM"))}
     stages.mark("timed calls")
 
     matmul_rate = median_spread(probe.samples)[0]
@@ -283,27 +303,32 @@ def main(argv=None):
                format_samples(fractions, "%", 0))
         report(f"{name} best-of fraction", f"{max(gflops) / max(probe.samples):.0%} "
                "(fastest call / fastest matmul sample)")
-    for b, samples in back_to_back.items():
+    for name, samples in back_to_back.items():
         if samples:
-            report(f"batch {b} back-to-back tokens/s ({len(samples)} calls in a row)",
+            b = variants[name][2]
+            report(f"{name} back-to-back tokens/s ({len(samples)} calls in a row)",
                    format_samples([b * args.length / s for s in samples], "tokens/s"))
     if peers:
-        peers.report({f"batch {b}": [b * args.length / s for s in seconds[f"batch {b}"]]
-                      for b in args.batch_sizes})
+        compared = [f"batch {b}" for b in args.batch_sizes] + (
+            [_ONE_ROW_KERNELS] if _ONE_ROW_KERNELS in variants else [])
+        peers.report({name: [variants[name][2] * args.length / s for s in seconds[name]]
+                      for name in compared}, figure_of={_ONE_ROW_KERNELS: "batch 1"})
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",
            format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")
     if 1 in args.batch_sizes:
         bound = stream_rate * 1e9 / stream.total_bytes * args.length / positions
-        reached = median_spread([args.length / s for s in seconds["batch 1"]])[0]
-        in_a_row = (median_spread([args.length / s for s in back_to_back[1]])[0]
-                    if back_to_back[1] else None)
-        report("batch 1 bound (recurrent weights per position / streaming rate)",
-               f"{stream.total_bytes / 1e6:.0f} MB per position -> {bound:.1f} tokens/s; "
-               f"reached {reached:.1f} tokens/s = {reached / bound:.0%} of the bound" +
-               (f" (back to back {in_a_row:.1f} = {in_a_row / bound:.0%})" if in_a_row else "") +
-               (" (weights fit in the caches here: no memory bound)"
-                if stream.total_bytes < _CACHE_BYTES else ""))
+        for name in ("batch 1", _ONE_ROW_KERNELS):
+            reached = median_spread([args.length / s for s in seconds[name]])[0]
+            in_a_row = (median_spread([args.length / s for s in back_to_back[name]])[0]
+                        if back_to_back[name] else None)
+            report(f"{name} bound (recurrent weights per position / streaming rate)",
+                   f"{stream.total_bytes / 1e6:.0f} MB per position -> {bound:.1f} tokens/s; "
+                   f"reached {reached:.1f} tokens/s = {reached / bound:.0%} of the bound" +
+                   (f" (back to back {in_a_row:.1f} = {in_a_row / bound:.0%})"
+                    if in_a_row else "") +
+                   (" (weights fit in the caches here: no memory bound)"
+                    if stream.total_bytes < _CACHE_BYTES else ""))
     report(f"memory weights ({args.dtype})", f"{weight_bytes / _MIB:.0f} MiB "
            f"({weight_bytes / 1e6:.0f} MB, {num_parameters:,} parameters)")
     for name, text in stages.lines():

@@ -57,6 +57,8 @@ class TokenVectorMemo:
         self.vectors = {}  # token -> float32 (P,)
         self.computed = 0
         self._char_cnn, self._contextualize = _functions(bilm)
+        # The functions outlive a memo; its weights are the biLM's as they are now.
+        self._contextualize.refresh()
 
     def __len__(self):
         return len(self.vectors)

@@ -38,21 +38,24 @@ StepValues = collections.namedtuple("StepValues", ["h", "c", "z", "c_raw", "h_ra
 _KERNEL_NAMES = ("input_kernel", "recurrent_kernel", "projection_kernel")
 
 
-def kernel_product(kernel, x, one_row=False):
-    """`kernel @ x`: a kernel stored `(out, in)` times feature-major `x` `(in, batch)`.
+def kernel_product(kernel, x, one_row=False, in_out=False):
+    """`kernel @ x`: a kernel times feature-major `x` `(in, batch)`.
 
-    With `one_row` (`x` is `(in, 1)`, the same bytes as the row `(1, in)`) it is computed as
-    `x^T kernel^T`: oneDNN's one-row product with the kernel's rows as its columns streamed
-    the published `W_h` 2.0x faster in bfloat16 and 1.1x in float32 than `kernel @ x`,
-    which is the faster of the two for 8 rows or more (2-core AMD EPYC, AVX512_BF16).
+    The kernel is stored `(out, in)` (the cell's layout), or `(in, out)` with `in_out`
+    (a copy made for one-row batches: `OneRowKernels`). With `one_row` (`x` is `(in, 1)`,
+    the same bytes as the row `(1, in)`) it is computed as `x^T kernel^T` (or `x^T kernel`):
+    oneDNN's one-row product with the kernel's rows as its columns streamed the published
+    `W_h` 2.0x faster in bfloat16 and 1.1x in float32 than `kernel @ x`, which is the faster
+    of the two for 8 rows or more (2-core AMD EPYC, AVX512_BF16); in float32 with oneDNN,
+    `x^T kernel` from an `(in, out)` copy streams faster still (`OneRowKernels`).
 
     Returns:
         `(out, batch)`.
     """
     if not one_row:
-        return tf.matmul(kernel, x)
+        return tf.matmul(kernel, x, transpose_a=in_out)
     row = tf.reshape(x, (1, -1))  # (1, in): no copy
-    return tf.reshape(tf.matmul(row, kernel, transpose_b=True), (-1, 1))  # (out, 1)
+    return tf.reshape(tf.matmul(row, kernel, transpose_b=not in_out), (-1, 1))  # (out, 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -141,17 +144,17 @@ class LSTMProjectionCell(keras.layers.Layer):
         # The bias joins after the reshape, on the gate axis (4U, 1, ...).
         return gates + tf.reshape(bias, [-1] + [1] * (len(inputs.shape) - 1))
 
-    def step(self, input_gates, state, kernels=None, one_row=False):
+    def step(self, input_gates, state, kernels=None, one_row=False, in_out=False):
         """One step: returns the new `(h, c)` (see `step_values`).
 
         `kernels` is `kernels()`'s value; a loop reads it once and passes it to every step
         (read here when None).
         """
         kernels = self.kernels() if kernels is None else kernels
-        values = self.step_values(input_gates, state, kernels, one_row)
+        values = self.step_values(input_gates, state, kernels, one_row, in_out)
         return values.h, values.c
 
-    def step_values(self, input_gates, state, kernels, one_row=False):
+    def step_values(self, input_gates, state, kernels, one_row=False, in_out=False):
         """The one definition of a step (class docstring), in plain ops, feature-major.
 
         Args:
@@ -160,17 +163,19 @@ class LSTMProjectionCell(keras.layers.Layer):
             kernels: `(W_h, W_p)` as stored, `(4U, P)` and `(P, U)` (`kernels()`).
             one_row: bool, the batch has one row: the same numbers from the products that
                 are faster for one row (`kernel_product`).
+            in_out: bool, `kernels` are `(in, out)` copies of the stored ones, `(P, 4U)`
+                and `(U, P)` (`OneRowKernels`).
 
         Returns:
             `StepValues`: the new `h`, `c` and the unclipped values of this step.
         """
         w_h, w_p = kernels
         h, c = state
-        z = input_gates + kernel_product(w_h, h, one_row)  # (4U, batch): blocks i, f, c, o
-        i, f, g, o = self.gate_activations(z)
+        z = input_gates + kernel_product(w_h, h, one_row, in_out)  # (4U, batch)
+        i, f, g, o = self.gate_activations(z)  # blocks i, f, c, o
         c_raw = f * c + i * g  # the forget bias is already in input_gates
         c = self.clip_cell(c_raw)
-        h_raw = kernel_product(w_p, o * tf.tanh(c), one_row)  # (P, batch)
+        h_raw = kernel_product(w_p, o * tf.tanh(c), one_row, in_out)  # (P, batch)
         return StepValues(self.clip_projection(h_raw), c, z, c_raw, h_raw)
 
     @staticmethod

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
+from keras_elmo.layers.one_row_kernels import OneRowKernels
 from keras_elmo.formats.options import BiLMOptions, as_options
 
 _DIRECTIONS = ("forward", "backward")
@@ -65,6 +66,9 @@ class ResidualBiLSTM(keras.layers.Layer):
             products of several rows whatever the batch (the same numbers; a traced
             function holds one loop and traces in about half the time). True: the batch
             must have one row (checked at tracing when known, else when it runs).
+        one_row_kernels: a `OneRowKernels` of this encoder, or None: the one-row loop reads
+            the kernels from its `(in, out)` copies (faster: see `OneRowKernels`), as they
+            were at their last `refresh()`. Batches of several rows ignore it.
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -138,7 +142,7 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_c.assign(tf.zeros_like(self.state_c))
 
     def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
-             sequence_gradient=False, one_row=None):
+             sequence_gradient=False, one_row=None, one_row_kernels=None):
         for flag, value in (("skip_boundary_steps", skip_boundary_steps),
                             ("sequence_gradient", sequence_gradient)):
             if value and self.stateful:
@@ -148,6 +152,11 @@ class ResidualBiLSTM(keras.layers.Layer):
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
         one_row = _one_row_products(one_row, inputs.shape[0])
+        if one_row_kernels is not None:
+            if not isinstance(one_row_kernels, OneRowKernels):
+                raise ValueError(f"one_row_kernels must be a OneRowKernels or None; received "
+                                 f"{type(one_row_kernels).__name__}.")
+            one_row_kernels.check_encoder(self)
         if one_row and inputs.shape[0] is None:  # checked before any step runs
             with tf.control_dependencies([tf.debugging.assert_equal(
                     batch, 1, message="one_row=True needs a batch of one row")]):
@@ -175,8 +184,10 @@ class ResidualBiLSTM(keras.layers.Layer):
                 gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
+                row_kernels = (None if one_row_kernels is None else
+                               [one_row_kernels.kernels[d][layer] for d in _DIRECTIONS])
                 hs, states = _run_cells_for_batch(cells, dropped, lengths, initial[layer],
-                                                  self.stateful, one_row, batch)
+                                                  self.stateful, one_row, batch, row_kernels)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -265,18 +276,21 @@ def _one_row_products(one_row, static_batch):
 
 
 def _run_cells_for_batch(cells, inputs, lengths, initial_states, freeze_after_length,
-                         one_row, batch):
+                         one_row, batch, row_kernels=None):
     """`_run_cells` with the products of a one-row batch or not (`one_row` a bool), or
-    either by one `tf.cond` around the loop on the run's batch size (`one_row` None)."""
+    either by one `tf.cond` around the loop on the run's batch size (`one_row` None); the
+    one-row loop reads `row_kernels` (`(in, out)` copies) when given."""
     def run(one_row):
-        return _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row)
+        return _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row,
+                          row_kernels if one_row else None)
 
     if one_row is not None:
         return run(one_row)
     return tf.cond(tf.equal(batch, 1), lambda: run(True), lambda: run(False))
 
 
-def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row=False):
+def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row=False,
+               row_kernels=None):
     """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
     differentiates it).
 
@@ -296,6 +310,9 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
         one_row: bool, the batch has one row (`LSTMProjectionCell.step_values`).
+        row_kernels: None, or (with `one_row`) per cell the `(in, out)` copies of `W_h`
+            and `W_p`, `(P, 4U)` and `(U, P)`, read instead of the stored kernels
+            (`OneRowKernels`).
 
     Returns:
         `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
@@ -307,6 +324,9 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
                               element_shape=(cell.projection_dim, None)) for cell in cells]
     kernels = [cell.kernels() for cell in cells]
+    in_out = row_kernels is not None
+    if in_out:
+        kernels = [tuple(tf.convert_to_tensor(k) for k in pair) for pair in row_kernels]
 
     def chunk_body(start, states, outputs):
         stop = tf.minimum(start + chunk, num_steps)
@@ -322,7 +342,7 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
         def step_body(t, states, outputs):
             new_states, new_outputs = [], []
             for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
-                h, c = cell.step(step_gates(gate, t), state, kernel, one_row)  # (4U, batch)
+                h, c = cell.step(step_gates(gate, t), state, kernel, one_row, in_out)
                 new_outputs.append(out.write(t, h))
                 if freeze_after_length:
                     running = (t < lengths)[tf.newaxis, :]  # (1, batch)
