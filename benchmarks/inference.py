@@ -16,8 +16,9 @@ costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one
 With batch 1, the line `batch 1, one-row kernels` times the path of `ElmoEmbedder` and
 `keras-elmo embed` (the char CNN, then `BiLM.traced_layers_from_token_embeddings()`, whose
 one-row loop reads `(in, out)` copies of the LSTM kernels: `keras_elmo.layers.OneRowKernels`)
-beside `bilm(char_ids)`. The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char
-CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
+beside `bilm(char_ids)`. The target is >= 50% of the matmul rate at batch 32. `--breakdown`
+also times the char CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`)
+on their own.
 
 Weights (`--weights`): `file` (default) loads them as a user does, `BiLM.from_weights` on
 an options.json + weights.hdf5 written by our own writer (`save_published`) in a child
@@ -242,6 +243,7 @@ def main(argv=None):
         variants[f"batch {b}"] = (infer, inputs[b], b, flops["total"])
     if 1 in args.batch_sizes:  # the embedder's one-row path: char CNN, then the copies' loop
         variants[_ONE_ROW_KERNELS] = (embedder_path(bilm), inputs[1], 1, flops["total"])
+    whole_model = list(variants)  # the variants compared with the peers, timed back to back
     if args.breakdown:
         encode_tokens = tf.function(lambda ids: bilm.token_embedder(ids))
         encode_context = tf.function(lambda x: bilm.contextual_encoder(x, training=False))
@@ -274,9 +276,8 @@ def main(argv=None):
             stream.sample()
         if peers:
             peers.run_round()
-    back_to_back = {name: [time_call(fn, x) for _ in range(args.back_to_back)]
-                    for name, (fn, x, _, _) in variants.items() if name.startswith("batch")
-                    and not name.endswith(("char CNN", "biLSTM"))}
+    back_to_back = {name: [time_call(variants[name][0], variants[name][1])
+                           for _ in range(args.back_to_back)] for name in whole_model}
     stages.mark("timed calls")
 
     matmul_rate = median_spread(probe.samples)[0]
@@ -309,10 +310,8 @@ def main(argv=None):
             report(f"{name} back-to-back tokens/s ({len(samples)} calls in a row)",
                    format_samples([b * args.length / s for s in samples], "tokens/s"))
     if peers:
-        compared = [f"batch {b}" for b in args.batch_sizes] + (
-            [_ONE_ROW_KERNELS] if _ONE_ROW_KERNELS in variants else [])
         peers.report({name: [variants[name][2] * args.length / s for s in seconds[name]]
-                      for name in compared}, figure_of={_ONE_ROW_KERNELS: "batch 1"})
+                      for name in whole_model}, figure_of={_ONE_ROW_KERNELS: "batch 1"})
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",
            format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")
