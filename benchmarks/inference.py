@@ -2,14 +2,15 @@
 
 Builds `BiLM` with random weights, runs it inside a `tf.function` (warm-up first) on
 sentences of `--length` random tokens of realistic character lengths, one call per batch
-size in turn, `--repeats` rounds (a 2048^3 float32 matmul is timed right after every
-call), and prints `name: value` lines: tokens/s (median, range, spread) per batch size,
-peak memory, analytic FLOPs per token, achieved GFLOP/s, and that as a fraction of the
-median matmul rate, paired call by call, of the matmul timed right after the call, and
-best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
+size in turn (`--calls-per-round` in a row), `--repeats` rounds (a 2048^3 float32 matmul
+is timed right after every variant's calls), and prints `name: value` lines: tokens/s
+(median, range, spread) per batch size, peak memory, analytic FLOPs per token, achieved
+GFLOP/s, and that as a fraction of the median matmul rate, paired call by call, of the
+matmul timed right after the calls, and best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
 With `--peer LABEL=COMMAND` (repeatable) each round also runs a peer's own inference
 benchmark in its own process (`_peers.py`) and prints, round by round, ours against the
-fastest peer. Then `--back-to-back` calls of each batch size in a row, nothing between
+fastest peer (ours: the median of the round's calls, as the peer's figure is the median of
+its own). Then `--back-to-back` calls of each batch size in a row, nothing between
 them, as bilm-tf's own inference script and a server handling one request after another
 time it: the probes between interleaved calls evict what the caches held of the weights, which
 costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one machine).
@@ -64,6 +65,7 @@ Example:
 """
 
 import os
+import statistics
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
@@ -127,6 +129,10 @@ def parse_args(argv):
     parser.add_argument("--length", type=int, default=20, help="tokens per sentence (20)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timed calls per batch size, interleaved (5)")
+    parser.add_argument("--calls-per-round", type=int, default=1,
+                        help="calls of each variant in a row in every round, the round's "
+                             "figure their median, as a peer's own script takes the median of "
+                             "its calls (1)")
     parser.add_argument("--back-to-back", type=int, default=20,
                         help="calls per batch size in a row after the interleaved rounds "
                              "(20; 0 skips them)")
@@ -153,9 +159,10 @@ def parse_args(argv):
                              "after the imports, as the command line does (default); keep: the "
                              "pages TensorFlow's import touched stay resident")
     args = parser.parse_args(argv)
-    for name in ("length", "repeats"):
+    for name in ("length", "repeats", "calls_per_round"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1; received {getattr(args, name)}")
+            parser.error(f"--{name.replace('_', '-')} must be >= 1; received "
+                         f"{getattr(args, name)}")
     if args.back_to_back < 0:
         parser.error(f"--back-to-back must be >= 0; received {args.back_to_back}")
     if min(args.batch_sizes) < 1:
@@ -175,6 +182,17 @@ def published_files(config, directory):
     if not (os.path.isfile(options_file) and os.path.isfile(weight_file)):
         subprocess.run([sys.executable, "-c", _WRITE_MODEL, config, directory], check=True)
     return options_file, weight_file
+
+
+def round_medians(samples, calls_per_round):
+    """The median of each round's calls: `samples` holds `calls_per_round` consecutive
+    values per round (a round's figure, as a peer's own script takes the median of its calls).
+
+    >>> round_medians([3.0, 1.0, 2.0, 10.0, 30.0, 20.0], 3)
+    [2.0, 20.0]
+    """
+    return [statistics.median(samples[i:i + calls_per_round])
+            for i in range(0, len(samples), calls_per_round)]
 
 
 def embedder_path(bilm):
@@ -271,8 +289,9 @@ def main(argv=None):
     peers = Peers(args.peer, Peers.inference_figures(args.batch_sizes))
     for _ in range(args.repeats):
         for name, (fn, x, _, _) in variants.items():
-            seconds[name].append(time_call(fn, x))
-            paired[name].append(probe.sample())
+            calls = [time_call(fn, x) for _ in range(args.calls_per_round)]
+            seconds[name] += calls
+            paired[name] += [probe.sample()] * len(calls)
             stream.sample()
         if peers:
             peers.run_round()
@@ -310,7 +329,8 @@ def main(argv=None):
             report(f"{name} back-to-back tokens/s ({len(samples)} calls in a row)",
                    format_samples([b * args.length / s for s in samples], "tokens/s"))
     if peers:
-        peers.report({name: [variants[name][2] * args.length / s for s in seconds[name]]
+        peers.report({name: [variants[name][2] * args.length / s for s in
+                             round_medians(seconds[name], args.calls_per_round)]
                       for name in whole_model}, figure_of={_ONE_ROW_KERNELS: "batch 1"})
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",

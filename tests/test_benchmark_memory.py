@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 from _memory import MemoryStages, StreamingProbe  # noqa: E402
 from cpu_class import needs_bfloat16_products  # noqa: E402
 from embed_rate import corpus  # noqa: E402
+from inference import round_medians  # noqa: E402
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 
@@ -52,12 +53,24 @@ def test_embed_rate_corpus_varies_lengths_and_repeats_words():
     assert len(set(words)) < len(words) / 10  # Zipf: frequent words repeat
 
 
+def test_a_rounds_figure_is_the_median_of_its_own_calls():
+    assert round_medians([3.0, 1.0, 2.0, 10.0, 30.0, 20.0], 3) == [2.0, 20.0]
+    assert round_medians([5.0, 4.0], 1) == [5.0, 4.0]
+    assert round_medians([1.0, 3.0, 8.0, 9.0], 2) == [2.0, 8.5]
+
+
 @pytest.mark.parametrize("script, args, expected", [
     ("inference.py", ["--config", "tiny", "--repeats", "1", "--batch-sizes", "1", "2",
                       "--back-to-back", "3"],
      ["memory import tensorflow + keras: resident", "library pages released after the imports:",
       "memory library pages released (the floor): resident", "batch 1 bound",
       "batch 2 back-to-back tokens/s (3 calls in a row)", "peak memory of the model"]),
+    ("inference.py", ["--config", "tiny", "--repeats", "2", "--calls-per-round", "3",
+                      "--batch-sizes", "1", "--back-to-back", "0",
+                      "--peer", "echo=echo 'b1x20 1.0 tok/s'"],
+     ["batch 1 tokens/s:", "(median of 6,", "peer echo batch 1: 1.0 (rounds: 1.0 / 1.0)",
+      "ours / fastest peer, batch 1: ", "x (round by round)",
+      "ours / fastest peer, batch 1, one-row kernels: "]),
     ("embed_rate.py", ["--config", "tiny", "--repeats", "1", "--sentences", "40"],
      ["embed file tokens/s", "embed file / model alone"]),
     pytest.param("reduced_precision.py",
