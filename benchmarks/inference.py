@@ -6,7 +6,8 @@ size in turn (`--calls-per-round` in a row), `--repeats` rounds (a 2048^3 float3
 is timed right after every variant's calls), and prints `name: value` lines: tokens/s
 (median, range, spread) per batch size, peak memory, analytic FLOPs per token, achieved
 GFLOP/s, and that as a fraction of the median matmul rate, paired call by call, of the
-matmul timed right after the calls, and best-of (fastest call / fastest matmul: the least load-sensitive on a busy machine).
+matmul timed right after the calls, and best-of (fastest call / fastest matmul: the least
+load-sensitive on a busy machine).
 With `--peer LABEL=COMMAND` (repeatable) each round also runs a peer's own inference
 benchmark in its own process (`_peers.py`) and prints, round by round, ours against the
 fastest peer (ours: the median of the round's calls, as the peer's figure is the median of
@@ -128,7 +129,7 @@ def parse_args(argv):
                         help="sentences per call (default: 1 32)")
     parser.add_argument("--length", type=int, default=20, help="tokens per sentence (20)")
     parser.add_argument("--repeats", type=int, default=5,
-                        help="timed calls per batch size, interleaved (5)")
+                        help="rounds, each timing every batch size in turn (5)")
     parser.add_argument("--calls-per-round", type=int, default=1,
                         help="calls of each variant in a row in every round, the round's "
                              "figure their median, as a peer's own script takes the median of "

@@ -65,12 +65,6 @@ def test_a_rounds_figure_is_the_median_of_its_own_calls():
      ["memory import tensorflow + keras: resident", "library pages released after the imports:",
       "memory library pages released (the floor): resident", "batch 1 bound",
       "batch 2 back-to-back tokens/s (3 calls in a row)", "peak memory of the model"]),
-    ("inference.py", ["--config", "tiny", "--repeats", "2", "--calls-per-round", "3",
-                      "--batch-sizes", "1", "--back-to-back", "0",
-                      "--peer", "echo=echo 'b1x20 1.0 tok/s'"],
-     ["batch 1 tokens/s:", "(median of 6,", "peer echo batch 1: 1.0 (rounds: 1.0 / 1.0)",
-      "ours / fastest peer, batch 1: ", "x (round by round)",
-      "ours / fastest peer, batch 1, one-row kernels: "]),
     ("embed_rate.py", ["--config", "tiny", "--repeats", "1", "--sentences", "40"],
      ["embed file tokens/s", "embed file / model alone"]),
     pytest.param("reduced_precision.py",
@@ -87,3 +81,23 @@ def test_scripts_run_at_tiny_size(tmp_path, script, args, expected):
     for line in expected:
         assert line in done.stdout, done.stdout
     assert os.path.isfile(tmp_path / "model" / "weights.hdf5")  # written by our own writer
+
+
+def test_inference_compares_each_rounds_median_with_the_peer(tmp_path):
+    done = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "inference.py"), "--config", "tiny",
+         "--repeats", "2", "--calls-per-round", "3", "--batch-sizes", "1",
+         "--back-to-back", "0", "--peer", "echo=echo 'b1x20 1.0 tok/s'",
+         "--weights-dir", str(tmp_path / "model")],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    assert lines["peer echo batch 1"] == "1.0 (rounds: 1.0 / 1.0)"
+    for name in ("batch 1", "batch 1, one-row kernels"):
+        calls = lines[f"{name} tokens/s"]  # "<median> tokens/s (median of 6, range lo..hi, ..."
+        assert "(median of 6," in calls
+        low, high = (float(v) for v in calls.split("range ")[1].split(",")[0].split(".."))
+        ratios = lines[f"ours / fastest peer, {name}"].split(" (round by round)")[0]
+        ratios = [float(r.rstrip("x")) for r in ratios.split(" / ")]
+        assert len(ratios) == 2  # one per round: the median of its 3 calls over the peer's 1.0
+        assert all(low - 0.1 <= r <= high + 0.1 for r in ratios), (ratios, calls)
