@@ -323,10 +323,9 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
     chunk = tf.maximum(GATE_COLUMNS // tf.maximum(batch, 1), 1)
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
                               element_shape=(cell.projection_dim, None)) for cell in cells]
-    kernels = [cell.kernels() for cell in cells]
-    in_out = row_kernels is not None
-    if in_out:
-        kernels = [tuple(tf.convert_to_tensor(k) for k in pair) for pair in row_kernels]
+    in_out = row_kernels is not None  # the one-row loop reads the copies, not the stored
+    kernels = ([tuple(tf.convert_to_tensor(k) for k in pair) for pair in row_kernels] if in_out
+               else [cell.kernels() for cell in cells])
 
     def chunk_body(start, states, outputs):
         stop = tf.minimum(start + chunk, num_steps)
