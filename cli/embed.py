@@ -16,12 +16,13 @@ Example:
 
 import os
 
-from keras_elmo.cli.quiet import import_tensorflow
 from keras_elmo import constants
-from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
-from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
+from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
+from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
+from keras_elmo.validation import check_int
 
 
 def add_parser(subparsers):
@@ -56,12 +57,12 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=int, default=64, metavar="N",
                         help="most sentences per biLM call (default 64); sentences are "
                              "sorted by length within windows of 32 batches")
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+    parser.add_argument("--max-tokens", default=str(DEFAULT_MAX_TOKENS), metavar="N",
                         help="most padded token positions per biLM call (sentences x "
-                             f"longest; default {DEFAULT_MAX_TOKENS}): bounds the "
-                             "activations' memory (1536: 5-18 MiB less, 0.5-2%% slower; "
-                             "768: another 40-50 MiB less, 3-18%% slower than 1536; 3072: no "
-                             "faster); 0 for --batch-size alone")
+                             f"longest; default {DEFAULT_MAX_TOKENS}): a smaller budget holds "
+                             "fewer activations and runs slower, a larger one is no faster "
+                             "(docs/performance.md has the trade); 'none' for --batch-size "
+                             "alone")
     parser.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, metavar="N",
                         help="tokens per biLM window (default "
                              f"{DEFAULT_MAX_LENGTH}): a longer sentence is embedded in "
@@ -72,11 +73,12 @@ def add_parser(subparsers):
     parser.add_argument("--forget-sentences", action="store_true",
                         help="do not write sentence_to_index (saves its memory at the end)")
     parser.add_argument("--vocab", metavar="FILE",
-                        help="precompute the char-CNN output of these tokens once (token "
-                             "cache; default: MODEL_DIR/vocab.txt if present); other tokens "
-                             "use the char CNN")
+                        help="compute the char-CNN output of these tokens up front (token "
+                             "cache; default: MODEL_DIR/vocab.txt if present); every other "
+                             "token runs the char CNN once, when first met")
     parser.add_argument("--no-token-cache", action="store_true",
-                        help="run the char CNN on every token (no token cache)")
+                        help="no vocabulary up front, not even MODEL_DIR/vocab.txt (every "
+                             "token runs the char CNN once, when first met)")
     parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
                         help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
                              "TensorFlow loads; -1 runs on the CPU")
@@ -84,8 +86,8 @@ def add_parser(subparsers):
                         help="the biLM's precision: float32 (default) or bfloat16, an "
                              "explicit reduced-precision option: weights (half the memory) "
                              "and compute in bfloat16, the HDF5 weight file still float32; "
-                             "faster on CPUs with AVX512_BF16 / AMX, vectors within about 1%% "
-                             "of float32's; the output stays float32")
+                             "faster on CPUs with AVX512_BF16 / AMX, vectors close to "
+                             "float32's (docs/performance.md); the output stays float32")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     parser.add_argument("--quiet", action="store_true",
                         help="print nothing on success (no progress line, no closing line); "
@@ -94,15 +96,22 @@ def add_parser(subparsers):
     parser.set_defaults(run=run, output_format=None)
 
 
+def _budget(text):
+    """`--max-tokens`: a positive int, or "none" for no budget (None, as in Python)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return check_int("--max-tokens", int(text))
+    except ValueError:
+        raise ValueError(f"--max-tokens must be a positive int or 'none' (no budget); "
+                         f"received {text!r}.") from None
+
+
 def run(args):
     """Embeds the file; prints a one-line summary; returns the exit code."""
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1; received {args.batch_size}.")
-    if args.max_tokens < 0:
-        raise ValueError(f"--max-tokens must be >= 0 (0: no budget); received "
-                         f"{args.max_tokens}.")
-    if args.max_length < 1:
-        raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
+    check_int("--batch-size", args.batch_size)
+    check_int("--max-length", args.max_length)
+    max_tokens = _budget(args.max_tokens)
     if args.vocab and args.no_token_cache:
         raise ValueError("--vocab and --no-token-cache contradict each other; received both.")
     if args.mix_weights and args.output_format not in (None, "mixed"):
@@ -127,10 +136,6 @@ def run(args):
     if args.cuda_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device if args.cuda_device >= 0
                                                  else -1)
-
-    from keras_elmo.process.process_memory import limit_malloc_retention
-
-    limit_malloc_retention()  # large freed buffers go back to the OS (see process_memory)
     if args.quiet:  # nothing on success: TensorFlow's native log lines after start-up too
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # (errors stay: ours are one Python line)
     import_tensorflow()
@@ -139,7 +144,7 @@ def run(args):
     embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
                             batch_size=args.batch_size, token_cache=vocab or False,
                             tokenizer=tokenizer, dtype=args.dtype,
-                            max_length=args.max_length, max_tokens=args.max_tokens or None)
+                            max_length=args.max_length, max_tokens=max_tokens)
     stats = embedder.embed_file(args.input, args.output, output_format=output_format,
                                 forget_sentences=args.forget_sentences,
                                 use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,
@@ -152,8 +157,8 @@ def run(args):
     layers = {"all": "all layers", "top": "top layer", "average": "even average",
               "mixed": f"mixed ({mix_file or 'even average'})"}[output_format]
     cache = embedder.token_cache
-    cached = (f"; token cache {len(cache):,} tokens, {cache.hits:,} hits, {cache.misses:,} "
-              "char-CNN fallbacks" if cache else "")
+    cached = (f"; token cache {cache.vocabulary_size:,} tokens, {cache.hits:,} hits, "
+              f"{cache.misses:,} char-CNN fallbacks" if vocab else "")
     rate = stats["tokens"] / max(stats["seconds"], 1e-9)
     print(f"wrote {args.output}: {stats['sentences']:,} datasets {shape} float32, {layers}, "
           f"{stats['tokens']:,} tokens ({tokenizer}), {stats['empty_lines']:,} empty lines, "

@@ -2,7 +2,7 @@
 
 Every subcommand lives in its own module `cli/<name>.py`, which defines
 `add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (checks its
-arguments, then imports TensorFlow through `keras_elmo.cli.quiet.import_tensorflow` if it
+arguments, then imports TensorFlow through `keras_elmo.process.tensorflow_import.import_tensorflow` if it
 needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
 line on stderr and exit code 2, never a traceback.
 
@@ -20,16 +20,15 @@ Example:
 
 import argparse
 import importlib
-import os
 import signal
 import sys
 import threading
 
-from keras_elmo.process.cpu_setup import set_cpu_defaults
+from keras_elmo.process.tensorflow_import import set_start_defaults
 
-# Before anything imports TensorFlow (subcommand modules may, through keras_elmo).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-set_cpu_defaults()  # thread layout and oneDNN for this CPU (keras_elmo.process.cpu_setup)
+# Before anything imports TensorFlow (subcommand modules may, through keras_elmo): its CPU
+# settings and log level, as `import_tensorflow` sets them.
+set_start_defaults()
 
 
 class AnyOrderParser(argparse.ArgumentParser):
@@ -162,43 +161,15 @@ def main(argv=None):
             signal.signal(signal.SIGTERM, previous)
 
 
-#: Commands that end through the interpreter's shutdown: a distributed `train` has its
-#: TensorFlow runtime say goodbye to its peer workers there.
-SHUTDOWN_COMMANDS = frozenset({"train"})
-
-
 def console_main(argv=None):
-    """The `keras-elmo` program (and `python -m keras_elmo.cli`): `main`, then the exit.
-
-    Every command closes and renames its outputs before `main` returns. Except those of
-    `SHUTDOWN_COMMANDS`, the process then ends at once (`os._exit`, after flushing stdout
-    and stderr) instead of tearing the interpreter down object by object: with TensorFlow
-    and a published-size biLM loaded that teardown took 0.6 s, 4% of embedding 300
-    sentences. `main` itself returns (tests and Python callers use it).
-    """
-    code = main(argv)
-    command = _command_of(argv)
-    if command in SHUTDOWN_COMMANDS:
-        return code
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
-            pass
-    os._exit(code)
+    """The `keras-elmo` program (and `python -m keras_elmo.cli`): `main`'s exit code."""
+    return main(argv)
 
 
 def _command_index(args, names):
     """Where the subcommand is in `args`: the first word that is one of `names` (None if
     none is); the rule `AnyOrderParser` parses by."""
     return next((i for i, arg in enumerate(args) if arg in names), None)
-
-
-def _command_of(argv):
-    """The subcommand name in `argv` (or `sys.argv`), None if there is none."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    index = _command_index(args, COMMANDS)
-    return None if index is None else args[index]
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Example:
 
 import os
 
-from keras_elmo.cli.quiet import import_tensorflow
+from keras_elmo.process.tensorflow_import import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -92,6 +92,7 @@ def run(args):
     from keras_elmo.embedding.neighbors import find_neighbors
 
     bilm = BiLM.from_weights(options_file, weight_file)
+    bilm.trainable = False  # embedding only (see keras_elmo.embedding.token_cache)
     cache = load_token_cache(bilm, vocab) if vocab else None
     result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,
                             k=args.top, occurrence=args.occurrence,

@@ -6,9 +6,10 @@ reverse.
 - `inputs`: user-input checks (no TensorFlow import; the CLI runs them first).
 - `loaders`: load a MODEL_DIR (options.json + weights.hdf5 [+ vocab.txt for the cache]);
   the files are found by `keras_elmo.formats.model_files` (no TensorFlow import).
+- `token_cache`: `TokenEmbeddingCache`, tokens -> biLM outputs, the char CNN once per
+  distinct token.
 - `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
 - `batch_plan`: where to cut a sorted window into batches (the least padded work).
-- `token_vectors`: the char CNN once per distinct token of a corpus.
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
 - `neighbors`: `keras-elmo neighbors` (the paper's Table 4 comparison).
 """

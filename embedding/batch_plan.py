@@ -9,15 +9,11 @@ costs least under that model is found exactly by dynamic programming over the cu
 within the caller's limits (`batch_size` sentences, `max_tokens` padded positions).
 
 Rows come in multiples of `ROW_QUANTUM` (16): the matrix kernels of a recurrent step work
-on 16 columns at a time, and a product of 14 or 35 columns ran at 64-78% of the rate of
-one of 16 or 32 (AVX2 kernels, published size). Off the quantum are only the first batch
+on 16 columns at a time, and products of other widths run at a fraction of their rate
+(docs/performance.md, "Figures behind the code's choices"). Off the quantum are only the first batch
 (the shortest sentences take the remainder) and batches whose width leaves room for fewer
 than 16 rows in the budget (all of them when `batch_size` is below 16). Should sentences
 run in several windows leave no plan whose rows keep to that, the plan takes any rows.
-
-Measured 2026-11-26, 300 People's Daily sentences, published size, budget 1536, time of
-the biLSTM calls: AVX2 kernels 9.00 s with the greedy cut (fill each batch up to a
-limit) -> 7.93 s planned; AVX512 5.87 -> 5.54 s.
 
 Imports no TensorFlow.
 
@@ -28,9 +24,8 @@ Example:
 
 import math
 
-#: A recurrent step's fixed cost in rows (the per-step time of a batch of B rows was about
-#: that of B + 6: AVX2 kernels 12.6 ms at 16 rows, 23.7 at 32, 45.6 at 64; AVX512 10.4,
-#: 15.1, 28.6; the optimum moved little between 6 and 12).
+#: A recurrent step's fixed cost in rows: the per-step time of a batch of B rows is about
+#: that of B + 6 on both CPU classes (docs/performance.md).
 ROW_OVERHEAD = 6
 #: Rows of a batch come in multiples of this (see the module docstring).
 ROW_QUANTUM = 16

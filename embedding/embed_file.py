@@ -38,8 +38,8 @@ Rules:
 - Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut
   within `batch_size` sentences and `max_tokens` padded positions per biLM call where the
   least work is (`keras_elmo.embedding.batch_plan`); the next batch runs in a worker thread while this one is written and more lines
-  are read (`BiLMRunner`). Without a vocabulary `token_cache` the char CNN runs once per
-  distinct token of the file (`keras_elmo.embedding.token_vectors`). One trace of each
+  are read (`BiLMRunner`). The char CNN runs once per distinct token of the file (or of a
+  vocabulary `token_cache`; `keras_elmo.embedding.token_cache`). One trace of each
   function serves every batch shape.
 - Input contract (docs/serving.md "Input contract"): one vector per token. A line that is not
   UTF-8 is refused, naming the line, the sentence and the token; a token longer than
@@ -47,9 +47,9 @@ Rules:
   longer than `max_length` tokens runs in windows of `max_length` tokens
   (`keras_elmo.text.sentence_windows`); an empty line is a zero-length dataset.
 - Equal to embedding each sentence alone through the char path within 1e-5 absolute in
-  float32 (batching and the token memo change only the summation order of matmuls;
-  measured 8.2e-7 at the published size, random weights, 40 People's Daily sentences with
-  values up to 1.08; tests/test_embed_corpus.py holds the tiny model to 1e-5).
+  float32 (batching and the token cache change only the summation order of matmuls;
+  docs/performance.md has the published size's difference; tests/test_embed_corpus.py
+  holds the tiny model to 1e-5).
 
 Example:
 >>> summary = embed_file(bilm, "sentences.txt", "elmo.hdf5", batch_size=64)  # doctest: +SKIP
@@ -71,7 +71,7 @@ import h5py
 import numpy as np
 
 from keras_elmo.process.atomic_file import atomic_path
-from keras_elmo.embedding.bilm_runner import BiLMRunner
+from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS, BiLMRunner
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
 from keras_elmo.process.progress import Progress
@@ -121,7 +121,7 @@ class _SentenceIndex:
 def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_file=None,
                token_cache=None, keep_sentence_index=True, use_sentence_keys=False,
                progress=True, tokenizer="whitespace", max_length=DEFAULT_MAX_LENGTH,
-               max_tokens=None):
+               max_tokens=DEFAULT_MAX_TOKENS):
     """Writes the ELMo vectors of every line of `input_path` to `output_path` (HDF5).
 
     Args:
@@ -132,15 +132,16 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         output: `"all"` (every layer), `"top"` (the top layer) or `"mixed"` (one mixed
             vector per token).
         mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
-        token_cache: optional `TokenEmbeddingCache` of `bilm`.
+        token_cache: the `TokenEmbeddingCache` of `bilm` to use (one with a vocabulary,
+            say); None: a new one.
         keep_sentence_index: write `sentence_to_index` (True; never with sentence keys).
         use_sentence_keys: bool, name each dataset by its sentence instead of its line.
         progress: bool, the progress line on stderr (or a `Progress`).
         tokenizer: how a line becomes tokens, a name of `keras_elmo.text.tokenizers.TOKENIZERS`
             (the model's own, for the vectors to mean what they did in training).
         max_length: int, tokens per biLM window (512); longer sentences run in windows.
-        max_tokens: int or None, most padded token positions per biLM call (None: only
-            `batch_size` limits a batch).
+        max_tokens: int >= 1, most padded token positions per biLM call (2048), or None for
+            no budget (only `batch_size` limits a batch).
 
     Returns:
         dict: `sentences`, `tokens`, `empty_lines`, `distinct_sentences` (None without the

@@ -32,11 +32,13 @@ import itertools
 
 import numpy as np
 
-from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo import constants
-from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
+from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
 from keras_elmo.formats.model_files import resolve_model_files
+from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
+from keras_elmo.validation import check_int
 
 #: `output_format` of `embed_file` (AllenNLP's names) -> `embed_file`'s `output`.
 OUTPUT_FORMATS = {"all": "all", "top": "top", "average": "mixed", "mixed": "mixed"}
@@ -53,22 +55,22 @@ class ElmoEmbedder:
         options_file: str, the biLM's options JSON (any name), with `weight_file`.
         weight_file: str, the biLM's weights HDF5 (any name), with `options_file`.
         batch_size: int >= 1, default sentences per biLM call (64).
-        token_cache: True: use `MODEL_DIR/vocab.txt` as a token cache when present (the
-            char CNN runs once per vocabulary token; same numbers); False: no cache; or the
-            path of a one-token-per-line vocabulary.
+        token_cache: the vocabulary whose char-CNN vectors are computed up front (the same
+            numbers; every other token runs the char CNN once, when first met): True:
+            `MODEL_DIR/vocab.txt` when present; False: none; or the path of a
+            one-token-per-line vocabulary.
         tokenizer: how a string sentence or a file's line becomes tokens, a name of
             `keras_elmo.text.tokenizers.TOKENIZERS`; None: the one the model was trained with
             (its options.json), else whitespace. Token lists are used as given.
         dtype: `"float32"` (default) or `"bfloat16"`, the biLM's weights and compute
             (`BiLM.from_weights(..., dtype=dtype)`; the weight file stays float32).
             bfloat16 is an explicit reduced-precision option: half the weight memory,
-            faster on CPUs with AVX512_BF16, vectors within about 1% of float32's (mean
-            relative difference measured 0.4-1.0%). The output arrays are float32 either
-            way.
+            faster on CPUs with AVX512_BF16, vectors close to float32's
+            (docs/performance.md). The output arrays are float32 either way.
         max_length: int >= 1, tokens per biLM window (512): a longer sentence is embedded
             in windows of this many tokens, its vectors put back whole.
-        max_tokens: int >= 1 or None, most padded token positions per biLM call (None:
-            `batch_size` alone limits a batch); bounds the activations' memory.
+        max_tokens: int >= 1, most padded token positions per biLM call (2048), bounding
+            the activations' memory; None for no budget (`batch_size` alone limits a batch).
 
     Example (a tiny random biLM: `L + 1 = 3` layers of `2P = 16`):
     >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
@@ -85,30 +87,30 @@ class ElmoEmbedder:
 
     def __init__(self, model_dir=None, options_file=None, weight_file=None, batch_size=64,
                  token_cache=True, tokenizer=None, dtype="float32",
-                 max_length=DEFAULT_MAX_LENGTH, max_tokens=None):
+                 max_length=DEFAULT_MAX_LENGTH, max_tokens=DEFAULT_MAX_TOKENS):
         if dtype not in constants.DTYPES:
             raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
                              f"dtype={dtype!r}.")
         options_file, weight_file, self.mix_file, vocab = resolve_model_files(
             model_dir, options_file, weight_file)
-        self.batch_size = _check_batch_size(batch_size)
+        self.batch_size = check_int("batch_size", batch_size)
         self.max_length = check_max_length(max_length)
-        if max_tokens is not None:
-            _check_batch_size(max_tokens, "max_tokens")
-        self.max_tokens = max_tokens
+        self.max_tokens = check_int("max_tokens", max_tokens, optional=True)
         self.tokenizer = resolve_tokenizer(tokenizer, options_file)
-        from keras_elmo.models.bilm import BiLM
-        from keras_elmo.embedding.loaders import load_token_cache
-
         import tensorflow as tf
+
+        from keras_elmo.embedding.token_cache import TokenEmbeddingCache
+        from keras_elmo.formats.token_cache import read_vocab_file
+        from keras_elmo.models.bilm import BiLM
 
         if dtype == "bfloat16" and not tf.config.list_physical_devices("GPU"):
             warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
         self.bilm = BiLM.from_weights(options_file, weight_file, dtype=dtype)
+        self.bilm.trainable = False  # its weights are fixed here (see TokenEmbeddingCache)
         if token_cache is True:
             token_cache = vocab
-        self.token_cache = (load_token_cache(self.bilm, token_cache)
-                            if token_cache else None)
+        self.token_cache = TokenEmbeddingCache(
+            self.bilm, read_vocab_file(token_cache) if token_cache else ())
 
     @property
     def num_layers(self):
@@ -139,7 +141,7 @@ class ElmoEmbedder:
 
         Sentences are batched by length internally, a few batches at a time.
         """
-        runner = self._runner(_check_batch_size(batch_size or self.batch_size))
+        runner = self._runner(check_int("batch_size", batch_size or self.batch_size))
         window = runner.batch_size * runner.sort_batches
         iterator = iter(sentences)
         offset = 0
@@ -178,7 +180,7 @@ class ElmoEmbedder:
         if output_format == "mixed" and mix_file is None:
             mix_file = self.mix_file
         return embed_file(self.bilm, input_file, output_file,
-                          batch_size=_check_batch_size(batch_size or self.batch_size),
+                          batch_size=batch_size or self.batch_size,
                           output=OUTPUT_FORMATS[output_format],
                           mix_file=mix_file if output_format == "mixed" else None,
                           token_cache=self.token_cache,
@@ -208,12 +210,6 @@ class ElmoEmbedder:
                                              max_length=self.max_length,
                                              max_tokens=self.max_tokens)
         return runners[batch_size]
-
-
-def _check_batch_size(batch_size, name="batch_size"):
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"{name} must be a positive int; received {batch_size!r}.")
-    return batch_size
 
 
 def _text(item):

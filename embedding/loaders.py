@@ -23,16 +23,20 @@ def model_files(model_dir):
 
 
 def load_bilm(model_dir):
-    """A stateless `keras_elmo.BiLM` with the weights of `model_dir`."""
+    """A stateless `keras_elmo.BiLM` with the weights of `model_dir`, frozen
+    (`trainable=False`) for embedding: its one-row batches then read the LSTM kernels from
+    copies in the order one row reads fastest (`keras_elmo.layers.LSTMProjectionCell`)."""
     from keras_elmo import BiLM
 
     options_file, weight_file = model_files(model_dir)
-    return BiLM.from_weights(options_file, weight_file)
+    bilm = BiLM.from_weights(options_file, weight_file)
+    bilm.trainable = False
+    return bilm
 
 
-def load_token_cache(bilm, vocab_file, batch_size=None):
+def load_token_cache(bilm, vocab_file):
     """A `TokenEmbeddingCache` over the tokens of a one-token-per-line file."""
-    from keras_elmo.formats.token_cache import DEFAULT_BATCH_SIZE, TokenEmbeddingCache, read_vocab_file
+    from keras_elmo.embedding.token_cache import TokenEmbeddingCache
+    from keras_elmo.formats.token_cache import read_vocab_file
 
-    return TokenEmbeddingCache(bilm, read_vocab_file(vocab_file),
-                               batch_size=batch_size or DEFAULT_BATCH_SIZE)
+    return TokenEmbeddingCache(bilm, read_vocab_file(vocab_file))

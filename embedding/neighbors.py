@@ -28,6 +28,7 @@ from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.inputs import find_word, read_lines, tokenized_lines  # noqa: F401
 from keras_elmo.process.progress import Progress
 from keras_elmo.text.tokenizers import check_tokenizer, tokenize
+from keras_elmo.validation import check_int
 
 #: One contextual neighbour: cosine, 1-based corpus line, 0-based token position, tokens.
 Neighbor = collections.namedtuple("Neighbor", "score line_number position tokens")
@@ -74,11 +75,8 @@ def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurren
     if not isinstance(layer, int) or not 0 <= layer < num_layers:
         raise ValueError(f"layer must be an int in [0, {num_layers - 1}] (0 = token layer, "
                          f"{num_layers - 1} = top biLSTM layer); received {layer!r}.")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1; received {k!r}.")
-    if max_sentences is not None and (not isinstance(max_sentences, int) or max_sentences < 1):
-        raise ValueError(f"max_sentences must be None or an int >= 1; received "
-                         f"{max_sentences!r}.")
+    check_int("k", k)
+    check_int("max_sentences", max_sentences, optional=True)
     position = find_word(tokens, word, occurrence)
     runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size)
     query_layers = runner.layers([tokens])[0]  # (L + 1, n, 2P)
@@ -132,13 +130,7 @@ def type_neighbors(runner, counts, word, query_type, k):
     types = [token for token in counts if token != word]
     if not types:
         return []
-    if runner.token_cache is not None:
-        vectors, _ = runner.token_cache.embed_tokens([types])  # (1, V, P)
-        vectors = vectors[0]
-    else:
-        from keras_elmo.formats.token_cache import TokenEmbeddingCache
-
-        vectors = TokenEmbeddingCache(runner.bilm, []).compute(types)  # (V, P)
+    vectors = runner.token_cache.embed_tokens([types])[0][0]  # (V, P)
     projection = vectors.shape[-1]
     scores = _unit(vectors) @ query_type[:projection] / max(
         np.linalg.norm(query_type[:projection]), 1e-12)  # layer 0 is [x; x]

@@ -1,18 +1,24 @@
-"""What the example scripts share: quiet TensorFlow logs and an argument parser built from
-the script's docstring. The scripts use the installed `keras_elmo` (`pip install -e .`) and
-the example-only code in `examples/tasks/` (data readers, task models, stored biLM layers).
+"""What the example scripts share: TensorFlow started as the `keras-elmo` command starts it,
+and an argument parser built from the script's docstring. The scripts use the installed
+`keras_elmo` (`pip install -e .`) and the example-only code in `examples/tasks/` (data
+readers, task models, stored biLM layers).
 
 A script starts with `import _example` (Python puts `examples/` on `sys.path` when it runs
 `python examples/<script>.py`; pytest's `pythonpath` setting does it for the tests), then
 `parser = _example.parser(__doc__)`: the docstring's first line is the description and its
-`Example:` section the epilog of `--help`.
+`Example:` section the epilog of `--help`. Importing `_example` sets the command's CPU
+settings and log level (`keras_elmo.process.tensorflow_import.set_start_defaults`); a script
+that uses TensorFlow calls `_example.import_tensorflow()` before anything imports it, so that
+TensorFlow's native start-up lines stay out of its output as they stay out of the command's.
 """
 
 import argparse
-import os
-import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_elmo.process.tensorflow_import import import_tensorflow, set_start_defaults
+
+set_start_defaults()
+
+__all__ = ["add_task_arguments", "import_tensorflow", "parser"]
 
 
 def parser(doc):

@@ -81,6 +81,7 @@ def vectors(runner, data, places):
 
 def main(argv=None):
     args = parse_args(argv)
+    _example.import_tensorflow()
     import numpy as np
 
     from keras_elmo.embedding.bilm_runner import BiLMRunner

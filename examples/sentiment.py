@@ -59,6 +59,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    _example.import_tensorflow()
     import keras
 
     from keras_elmo.embedding.bilm_runner import BiLMRunner

@@ -30,9 +30,8 @@ and `gamma`, `variables` all of them; the biLM's are non-trainable unless
 trainable=True)` and `keras.layers.TFSMLayer(path, trainable=True)` train the mix only.
 `__call__` (what `hub.KerasLayer` calls without a signature) takes the `default`, `tokens`
 or `char_ids` inputs: `text`, `{"tokens": ..., "sequence_len": ...}` or `char_ids`.
-Every function is traced with plain autodiff ops (the biLM's plain loop: no
-`sequence_gradient=True`, no `tf.custom_gradient`), so it can be called under a
-`GradientTape` after loading.
+Every function is traced for inference, with plain autodiff ops (the biLM's plain loop, no
+`tf.custom_gradient`), so it can be called under a `GradientTape` after loading.
 
 Only core TensorFlow ops are used (no tensorflow-text), so the SavedModel loads with
 TensorFlow alone.
@@ -44,7 +43,8 @@ from keras_elmo import constants
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
-from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
+from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
+                                              join_windows, split_windows)
 from keras_elmo.export.mix_weights import build_mix
 from keras_elmo.export.raw_text import split_raw_text
 #: Signature names, in the order `saved_model_cli` users see them documented.
@@ -251,58 +251,16 @@ class ElmoModule(tf.Module):
                                           *args, **kwargs)
         return outputs
 
-    def _windows(self, ids, lengths):
-        """Rows of `lengths` tokens -> windows of at most `max_length` tokens.
-
-        Dense index arithmetic only (no ragged ops: those have no GPU kernel).
-
-        Args:
-            ids: int32 `(batch, steps, C)`, real tokens first; lengths: int32 `(batch,)`.
-
-        Returns:
-            int32 `(num_windows, window_steps, C)`, their lengths `(num_windows,)` and each
-            row's first window `(batch,)`; a row of `n` tokens gives
-            `max(ceil(n / max_length), 1)` windows, in order.
-        """
-        size = tf.constant(self.max_length, tf.int32)
-        counts = tf.maximum((lengths + size - 1) // size, 1)  # (batch,)
-        ends = tf.cumsum(counts)  # (batch,): one past each row's last window
-        firsts = ends - counts  # (batch,)
-        window = tf.range(tf.reduce_sum(counts))  # (W,)
-        # The row of each window: how many rows end at or before it.
-        row = tf.reduce_sum(tf.cast(window[:, tf.newaxis] >= ends[tf.newaxis, :], tf.int32),
-                            axis=1)  # (W,)
-        start = (window - tf.gather(firsts, row)) * size  # (W,): its first token in the row
-        window_lengths = tf.minimum(size, tf.gather(lengths, row) - start)  # (W,)
-        window_steps = tf.minimum(size, tf.shape(ids)[1])
-        offset = tf.range(window_steps)  # (window_steps,)
-        position = tf.minimum(start[:, tf.newaxis] + offset,
-                              tf.maximum(tf.shape(ids)[1] - 1, 0))  # (W, window_steps)
-        index = tf.stack([tf.broadcast_to(row[:, tf.newaxis], tf.shape(position)), position],
-                         axis=-1)  # (W, window_steps, 2): (row, token)
-        gathered = tf.gather_nd(ids, index)  # (W, window_steps, C)
-        real = offset[tf.newaxis, :] < window_lengths[:, tf.newaxis]  # (W, window_steps)
-        window_ids = tf.where(real[..., tf.newaxis], gathered, tf.zeros_like(gathered))
-        return window_ids, window_lengths, firsts
-
     def _embed(self, ids, lengths, width):
         """Outputs for char ids `(batch, steps, C)` with `lengths` `(batch,)` real tokens,
-        zero-padded to `width` tokens; over-long rows run in windows (see `_windows`)."""
-        window_ids, window_lengths, firsts = self._windows(ids, lengths)
-        # The plain loop (no sequence_gradient): a tf.custom_gradient around a time loop in a
-        # saved graph breaks every GradientTape call of the loaded function.
+        zero-padded to `width` tokens; over-long rows run in windows
+        (`keras_elmo.text.sentence_windows`)."""
+        window_ids, _, firsts = split_windows(ids, lengths, self.max_length)  # (W, ws, C)
+        # Traced for inference: the biLM's plain loop, whose autodiff a loaded function's
+        # GradientTape can run (see ResidualBiLSTM).
         out = self._run(self._layers.bilm, window_ids, training=False)
         per_window = tf.transpose(out["layers"], [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
-        # Back in sentence order: token p of row b is token p % M of window firsts[b] + p // M.
-        size = tf.constant(self.max_length, tf.int32)
-        steps = tf.reduce_max(tf.concat([lengths, [0]], axis=0))  # the longest row
-        position = tf.range(steps)[tf.newaxis, :]  # (1, steps)
-        window = firsts[:, tf.newaxis] + position // size  # (batch, steps)
-        real = position < lengths[:, tf.newaxis]  # (batch, steps)
-        index = tf.stack([tf.where(real, window, 0),
-                          tf.where(real, position % size, 0)], axis=-1)  # (batch, steps, 2)
-        rows = tf.gather_nd(per_window, index)  # (batch, steps, L+1, 2P)
-        rows = tf.where(real[:, :, tf.newaxis, tf.newaxis], rows, tf.zeros_like(rows))
+        rows = join_windows(per_window, firsts, lengths, self.max_length)  # (b, steps, L+1, 2P)
         layers = tf.transpose(rows, [0, 2, 1, 3])  # (batch, L+1, steps, 2P)
         mask = tf.sequence_mask(lengths, tf.shape(layers)[2])  # (batch, steps)
         if not self.trainable_bilm:

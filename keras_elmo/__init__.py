@@ -8,7 +8,7 @@ The folders follow the model (docs/model.md):
     models/    `BiLM`, the backbone (char CNN -> residual biLSTM), and `ElmoLayer`, a BiLM
                with the task's scalar mixes
     formats/   files: options.json (`BiLMOptions`), the published weight files, the token
-               cache, a model directory's file names
+               embedding file, a model directory's file names
     process/   helpers of a running process: atomic files, memory, CPU threads, progress
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
@@ -35,7 +35,7 @@ _PUBLIC = {
     "LSTMProjectionCell": "keras_elmo.layers.lstm_projection_cell",
     "ResidualBiLSTM": "keras_elmo.layers.residual_bilstm",
     "ScalarMix": "keras_elmo.layers.scalar_mix",
-    "TokenEmbeddingCache": "keras_elmo.formats.token_cache",
+    "TokenEmbeddingCache": "keras_elmo.embedding.token_cache",
     "batch_to_ids": "keras_elmo.text.characters",
     "load_bilm_weights": "keras_elmo.formats.weight_file",
     "save_bilm_weights": "keras_elmo.formats.weight_file",

@@ -30,6 +30,9 @@ EOS_TOKEN = "</S>"
 UNK_TOKEN = "<UNK>"
 
 # --- LSTM (section 3) --------------------------------------------------------------------
+#: The biLSTM's two directions, in the order of every per-direction list and of the
+#: weight files' `RNN_0` (forward) and `RNN_1` (backward).
+DIRECTIONS = ("forward", "backward")
 #: Added to the forget gate's pre-activation; not stored in weight files.
 FORGET_BIAS = 1.0
 #: Number of LSTM gates.

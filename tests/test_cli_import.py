@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from keras_elmo.cli.quiet import UNUSED_EXTRAS, _without
+from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, _without
 
 # Run in a fresh interpreter: this one has imported TensorFlow already.
 _PROBE = r"""
 import importlib, json, sys
-from keras_elmo.cli.quiet import UNUSED_EXTRAS, import_tensorflow
+from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, import_tensorflow
 import_tensorflow()
 during = [name for name in UNUSED_EXTRAS if name in sys.modules]
 importable = {}
@@ -50,3 +50,31 @@ def test_the_block_refuses_only_the_named_packages_not_yet_imported():
     assert "keras_elmo_no_such_extra" not in sys.modules
     with pytest.raises(ModuleNotFoundError, match="No module named 'keras_elmo_no_such_extra'"):
         importlib.import_module("keras_elmo_no_such_extra")
+
+
+_QUIET_START = r"""
+import _example
+tf = _example.import_tensorflow()
+import keras_elmo
+tf.config.list_physical_devices("GPU")  # where TensorFlow looks for CUDA
+bilm = keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny())
+print(bilm(keras_elmo.batch_to_ids([["a", "b"]]))["layers"].shape)
+"""
+
+
+def test_an_example_script_starts_as_quietly_as_the_command():
+    """No native start-up lines (absl, cuda stubs) and no C++ log lines (cuInit, oneDNN's
+    DT_BOOL notice) reach an example's stderr: it starts the way `keras-elmo` does."""
+    import os
+
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", _QUIET_START], capture_output=True, text=True,
+                          timeout=300, cwd=examples, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(1, 3, 2, 16)"
+    noise = [line for line in done.stderr.splitlines()
+             if any(mark in line for mark in ("I0000", "E0000", "W0000", "cuInit",
+                                              "All log messages before absl"))]
+    assert noise == [], noise

@@ -57,11 +57,12 @@ def test_bfloat16_note_only_where_the_cpu_has_no_native_bfloat16(caplog):
         note = cpu_setup.warn_if_bfloat16_is_emulated(AVX2, {})
         assert cpu_setup.warn_if_bfloat16_is_emulated(AVX512_BF16, {}) is None
     assert "no native bfloat16" in note and "float32 is the faster choice" in note
-    assert "10x slower than float32 at batch 1" in note
+    assert "several times slower than float32, most at batch 1" in note
     assert [r.getMessage() for r in caplog.records] == [f"bfloat16: {note}"]
     assert "\n" not in note
     training = cpu_setup.bfloat16_cost_note(AVX2, {}, training=True)
-    assert "1.8x slower than float32 in training" in training and "\n" not in training
+    assert "several times slower than float32 in training" in training
+    assert "\n" not in training
 
 
 @pytest.mark.parametrize("environ, why", [
@@ -123,7 +124,7 @@ def test_training_in_mixed_bfloat16_says_what_it_costs_or_refuses_a_capped_onedn
         Trainer(config, vocab, model_dir, stream=io.StringIO())
         Trainer(config.replace(precision="float32"), vocab, model_dir, stream=io.StringIO())
     notes = [r.getMessage() for r in caplog.records if "bfloat16" in r.getMessage()]
-    assert len(notes) == 1 and "1.8x slower than float32 in training" in notes[0], notes
+    assert len(notes) == 1 and "slower than float32 in training" in notes[0], notes
     monkeypatch.setattr(cpu_setup, "cpu_flags", lambda cpuinfo=None: AVX512_BF16)
     monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")

@@ -224,30 +224,19 @@ def test_length_sorting_changes_nothing_but_the_order(model, tmp_path):
             np.testing.assert_allclose(file_order[i], alone, atol=ATOL, rtol=0)
 
 
-def test_embed_command_limits_malloc_retention(model, text_file, tmp_path, capsys,
-                                               monkeypatch):
-    from keras_elmo.process import process_memory
-
-    calls = []
-    monkeypatch.setattr(process_memory, "limit_malloc_retention", lambda: calls.append(1))
-    assert _run(capsys, model[0], text_file, str(tmp_path / "o.hdf5"))[0] == 0
-    assert calls == [1]
-
-
 def test_runners_of_one_bilm_share_one_trace(model, text_file, tmp_path):
     """Every file embedded with the same biLM reuses the first trace (any batch size)."""
     _, bilm = model
     first, second = BiLMRunner(bilm, batch_size=2), BiLMRunner(bilm, batch_size=5)
-    assert first._infer is second._infer
-    memo = first.token_memo  # the file path: the char CNN once per token, then the biLSTM
-    assert memo._contextualize is second.token_memo._contextualize
+    traced = first.token_cache._traced  # the char CNN once per token, then the biLSTM
+    assert traced is second.token_cache._traced
     for size in (2, 3):
         embed_file(bilm, text_file, str(tmp_path / f"o{size}.hdf5"), batch_size=size,
                    progress=False)
-    assert memo._char_cnn.experimental_get_tracing_count() == 1
+    assert traced.token_vectors.experimental_get_tracing_count() == 1
     # one trace of the biLSTM for batches of several rows; the one-row one never made
-    assert memo._contextualize.rows.experimental_get_tracing_count() == 1
-    assert memo._contextualize.one_row.experimental_get_tracing_count() == 0
+    assert traced._rows.experimental_get_tracing_count() == 1
+    assert traced._one_row.experimental_get_tracing_count() == 0
 
 
 def test_a_failing_batch_in_the_worker_reaches_the_caller(model):

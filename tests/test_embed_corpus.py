@@ -18,7 +18,8 @@ from keras_elmo import ElmoEmbedder
 from keras_elmo.cli.main import main
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.embed_file import embed_file
-from keras_elmo.embedding.token_vectors import TokenVectorMemo
+from keras_elmo.embedding.token_cache import TokenEmbeddingCache
+from keras_elmo.text.sentence_windows import windows
 from keras_elmo.process.progress import Progress
 
 #: The stated float32 tolerance of a batched file against one-by-one embedding.
@@ -74,42 +75,48 @@ def test_file_equals_one_by_one_embedding(model, corpus, tmp_path, max_tokens, m
     out = str(tmp_path / "out.hdf5")
     embed_file(embedder.bilm, path, out, batch_size=4, progress=False, max_tokens=max_tokens,
                max_length=max_length)
-    alone = BiLMRunner(embedder.bilm, batch_size=1, memoize_tokens=False,
-                       max_length=max_length)
     with h5py.File(out, "r") as f:
         for i, line in enumerate(lines):
-            expected = alone.layers([line.split()])[0]  # (L + 1, n, 2P), a batch of one
+            expected = _char_path_alone(embedder.bilm, line.split(), max_length)
             assert f[str(i)].shape == expected.shape == (3, LENGTHS[i], 16)
             np.testing.assert_allclose(f[str(i)][...], expected, atol=ATOL, rtol=0)
 
 
-def test_token_memo_encodes_each_distinct_token_once_within_its_bound(model):
+def _char_path_alone(bilm, tokens, max_length):
+    """`(L + 1, n, 2P)`: the sentence alone through the char path, window by window."""
+    parts = [np.asarray(bilm(keras_elmo.batch_to_ids([tokens[a:b]]))["layers"])[0]
+             for a, b in windows(len(tokens), max_length)]
+    return np.concatenate(parts, axis=1)
+
+
+def test_token_cache_encodes_each_distinct_token_once_within_its_bound(model):
     _, embedder = model
     sentences = [["a", "b", "a"], ["b", "c"], [], ["a", "d", "e", "f"]]
-    reference = BiLMRunner(embedder.bilm, memoize_tokens=False).layers(sentences)
-    memo = TokenVectorMemo(embedder.bilm, max_entries=4, chunk_tokens=2)
-    np.testing.assert_allclose(memo.layers(sentences[:2]), BiLMRunner(
-        embedder.bilm, memoize_tokens=False).layers(sentences[:2]), atol=ATOL, rtol=0)
+    reference = np.asarray(embedder.bilm(keras_elmo.batch_to_ids(sentences))["layers"])
+    memo = TokenEmbeddingCache(embedder.bilm, max_entries=4, batch_size=2)
+    np.testing.assert_allclose(memo.layers(sentences[:2]), np.asarray(embedder.bilm(
+        keras_elmo.batch_to_ids(sentences[:2]))["layers"]), atol=ATOL, rtol=0)
     assert memo.computed == 3 and len(memo) == 3  # a, b, c
     np.testing.assert_allclose(memo.layers(sentences), reference, atol=ATOL, rtol=0)
     assert memo.computed == 6 and len(memo) == 4  # d, e, f new; room for one of them
     memo.layers([["e", "f"]])
     assert memo.computed == 8  # not kept: computed again, still right
-    with pytest.raises(ValueError, match="chunk_tokens must be an int >= 1; received 0"):
-        TokenVectorMemo(embedder.bilm, chunk_tokens=0)
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1; received 0"):
+        TokenEmbeddingCache(embedder.bilm, batch_size=0)
 
 
 def test_one_trace_for_every_batch_shape(model, corpus, tmp_path):
     """Budgets, windows and batch sizes change the shapes, never the traced functions."""
     _, embedder = model
     path, _ = corpus
-    memo = BiLMRunner(embedder.bilm).token_memo
-    functions = memo._char_cnn, memo._contextualize.rows, memo._contextualize.one_row
+    traced = BiLMRunner(embedder.bilm).token_cache._traced
+    functions = traced.token_vectors, traced._rows, traced._one_row, traced._windowed
     for max_tokens, max_length in ((None, 512), (7, 3), (20, 2)):
         embed_file(embedder.bilm, path, str(tmp_path / f"o{max_tokens}.hdf5"), batch_size=3,
                    progress=False, max_tokens=max_tokens, max_length=max_length)
-    # the biLSTM: one trace for several rows, one for a batch of one row (budget 7)
-    assert [f.experimental_get_tracing_count() for f in functions] == [1, 1, 1]
+    # the biLSTM: one trace for several rows, one for a batch of one row (budget 7), one
+    # for batches with sentences in windows
+    assert [f.experimental_get_tracing_count() for f in functions] == [1, 1, 1, 1]
 
 
 class _Terminal(io.StringIO):

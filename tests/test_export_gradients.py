@@ -98,9 +98,8 @@ def test_every_entry_point_has_gradients_for_what_consumes_it(model, entry, mode
 
 
 def test_plain_loop_traces_no_custom_gradient_and_gives_the_same_gradients():
-    """The export's loop: without `sequence_gradient=True` the LSTM layers have no
-    tf.custom_gradient (its IdentityN op), and their autodiff gradients equal the hand-written
-    ones."""
+    """The export's loop: outside training the LSTM layers have no tf.custom_gradient (its
+    IdentityN op), and their autodiff gradients equal the hand-written ones of training."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2, cell_clip=0.5,
                                         proj_clip=0.5)
     rng = np.random.default_rng(0)
@@ -109,9 +108,9 @@ def test_plain_loop_traces_no_custom_gradient_and_gives_the_same_gradients():
     encoder(x, mask=mask)
     probe = tf.constant(rng.normal(size=(2, 2, 5, 8)), tf.float32)
     counts, grads = [], []
-    for sequence_gradient in (True, False):
-        def run(x, sequence_gradient=sequence_gradient):
-            return encoder(x, mask=mask, training=True, sequence_gradient=sequence_gradient)
+    for training in (True, False):
+        def run(x, training=training):
+            return encoder(x, mask=mask, training=training)
 
         graph = tf.function(run).get_concrete_function(x).graph.as_graph_def()
         with tf.GradientTape() as tape:

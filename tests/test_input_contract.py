@@ -163,8 +163,9 @@ def test_cli_refuses_a_file_that_is_not_utf8_naming_sentence_and_token(contract,
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--max-length", "0"], "--max-length must be >= 1; received 0"),
-    (["--max-tokens", "-1"], "--max-tokens must be >= 0 (0: no budget); received -1"),
+    (["--max-length", "0"], "--max-length must be a positive int; received 0"),
+    (["--max-tokens", "0"], "--max-tokens must be a positive int or 'none' (no budget); "
+                            "received '0'"),
 ])
 def test_cli_refuses_bad_limits_in_one_line(contract, tmp_path, capsys, argv, message):
     text = tmp_path / "in.txt"

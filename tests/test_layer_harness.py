@@ -128,7 +128,7 @@ def _bilm_padding_pairs(call):
 def _language_model_loss(model, char_ids):
     """The training step's objective (sampled off: a 20-word vocabulary)."""
     token_ids = np.array([[0, 3, 4, 5, 1], [0, 6, 1, 0, 0]], np.int32)
-    sums = model.nll_sums(char_ids, token_ids, training=True, sequence_gradient=True)
+    sums = model.nll_sums(char_ids, token_ids, training=True)
     return 0.5 * (sums["forward"] + sums["backward"]) / sums["count"]
 
 

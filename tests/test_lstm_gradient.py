@@ -47,11 +47,11 @@ def _autodiff_encoder(encoder, x, lengths):
     return tf.stack(rows)
 
 
-@pytest.mark.parametrize("sequence_gradient", [True, False], ids=["hand-written", "plain-ops"])
+@pytest.mark.parametrize("training", [True, False], ids=["hand-written", "plain-ops"])
 @pytest.mark.parametrize("clip", [3.0, 0.2])
-def test_custom_gradient_matches_autodiff(clip, sequence_gradient):
-    """sequence_gradient=True: the hand-written backward pass; False: plain ops. Both equal
-    autodiff of an independent loop."""
+def test_custom_gradient_matches_autodiff(clip, training):
+    """training=True: the hand-written backward pass; False: plain ops. Both equal autodiff
+    of an independent loop."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2,
                                         cell_clip=clip, proj_clip=clip)
     rng = np.random.default_rng(0)
@@ -64,7 +64,7 @@ def test_custom_gradient_matches_autodiff(clip, sequence_gradient):
     probe = tf.constant(rng.normal(size=(2, 2, 4, 8)), tf.float32)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        ours = encoder(x, mask=mask, training=True, sequence_gradient=sequence_gradient)
+        ours = encoder(x, mask=mask, training=training)
         reference = _autodiff_encoder(encoder, x, lengths)
         loss_ours = tf.reduce_sum(ours * probe)
         loss_ref = tf.reduce_sum(reference * probe)
@@ -82,24 +82,21 @@ def _op_counts(fn, x):
     return {op: sum(n.op == op for n in nodes) for op in ("IdentityN", "Transpose")}
 
 
-def test_plain_loop_by_default_and_one_sequence_gradient_per_layer_when_asked():
-    """By default (training or not) the loop is plain ops; `sequence_gradient=True` runs each
-    layer (both directions together) as one `tf.custom_gradient` (one IdentityN per layer);
-    a stateful encoder refuses it (it trains by autodiff)."""
+def test_plain_loop_outside_training_and_one_sequence_gradient_per_layer_in_training():
+    """Outside training the loop is plain ops; `training=True` runs each layer (both
+    directions together) as one `tf.custom_gradient` (one IdentityN per layer); a stateful
+    encoder trains by autodiff of the plain loop."""
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=3)
     x = tf.zeros((2, 3, 4))
     encoder(x)
     inference = _op_counts(lambda x: encoder(x, training=False), x)
-    plain = _op_counts(lambda x: encoder(x, training=True), x)
-    sequence = _op_counts(lambda x: encoder(x, training=True, sequence_gradient=True), x)
-    assert inference["IdentityN"] == 0 and plain["IdentityN"] == 0, (inference, plain)
+    sequence = _op_counts(lambda x: encoder(x, training=True), x)
+    assert inference["IdentityN"] == 0, inference
     assert sequence["IdentityN"] == 3, sequence
     stateful = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2, stateful=True,
                                          max_batch_size=2)
     stateful(x)
     assert _op_counts(lambda x: stateful(x, training=True), x)["IdentityN"] == 0
-    with pytest.raises(ValueError, match="sequence_gradient=True needs a stateless"):
-        stateful(x, training=True, sequence_gradient=True)
 
 
 def test_sequence_gradient_without_clips_matches_autodiff():
@@ -117,11 +114,10 @@ def test_sequence_gradient_without_clips_matches_autodiff():
         b.assign(a)
     probe = tf.constant(rng.normal(size=(3, 2, 5, 8)), tf.float32)
     grads = []
-    for encoder, sequence_gradient in zip(encoders, (True, False)):
+    for encoder, training in zip(encoders, (True, False)):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            loss = tf.reduce_sum(encoder(x, mask=mask, training=True,
-                                         sequence_gradient=sequence_gradient) * probe)
+            loss = tf.reduce_sum(encoder(x, mask=mask, training=training) * probe)
         grads.append(tape.gradient(loss, encoder.trainable_weights + [x]))
     for sequence, autodiff in zip(*grads):
         np.testing.assert_allclose(sequence, autodiff, atol=1e-5, rtol=1e-4)

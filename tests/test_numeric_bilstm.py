@@ -108,47 +108,27 @@ def _graph_nodes(function):
     return list(graph.node) + [n for f in graph.library.function for n in f.node_def]
 
 
-@pytest.mark.parametrize("one_row", [True, False], ids=["one_row=True", "one_row=False"])
-def test_a_fixed_loop_gives_the_reference_numbers_with_no_cond(tmp_path, one_row):
-    """`one_row=True/False` traces one loop for a batch size unknown at tracing (no
-    `tf.cond`), and either loop gives the numpy reference's numbers: a one-row batch
-    through both, several rows through the multi-row one."""
+@pytest.mark.parametrize("batch", [1, 3], ids=["one-row", "three-rows"])
+def test_a_batch_size_known_when_traced_gives_one_loop_and_the_reference_numbers(
+        tmp_path, batch):
+    """A batch size known at tracing traces one loop (no `tf.cond`): the one-row loop for
+    one row, the batched one for more; either gives the numpy reference's numbers."""
     import tensorflow as tf
 
     options = weight_fixtures.make_options(cell_clip=0.5, proj_clip=0.3)
     bilm, arrays = _load(tmp_path, options, seed=14, lstm_scale=2.0)
-    spec = (None, None, 8)
-    encode = tf.function(lambda x, m: bilm.contextual_encoder(x, mask=m, one_row=one_row),
+    spec = (batch, None, 8)
+    encode = tf.function(lambda x, m: bilm.contextual_encoder(x, mask=m),
                          input_signature=[tf.TensorSpec(spec), tf.TensorSpec(spec[:2], tf.bool)])
-    cases = [[4]] if one_row else [[4], [4, 2, 3]]
-    for lengths in cases:
-        x, mask = _inputs(lengths, steps=4, proj=8, seed=15)
-        expected = ref.contextual_encoder(arrays, options, x, lengths)
-        np.testing.assert_allclose(encode(x, mask).numpy(), expected, rtol=0, atol=ATOL)
+    lengths = [4, 2, 3][:batch]
+    x, mask = _inputs(lengths, steps=4, proj=8, seed=15)
+    expected = ref.contextual_encoder(arrays, options, x, lengths)
+    np.testing.assert_allclose(encode(x, mask).numpy(), expected, rtol=0, atol=ATOL)
     ops = {n.op for n in _graph_nodes(encode)}
     assert not {"If", "StatelessIf"} & ops, sorted(ops)
     # x^T W^T: the one-row products, only in the one-row loop
     assert any(n.op == "MatMul" and n.attr["transpose_b"].b for n in _graph_nodes(encode)) \
-        == one_row
-
-
-def test_one_row_true_refuses_a_batch_of_several_rows(tmp_path):
-    import tensorflow as tf
-
-    options = weight_fixtures.make_options()
-    bilm, _ = _load(tmp_path, options, seed=16, lstm_scale=1.0)
-    x, mask = _inputs([3, 2], steps=3, proj=8, seed=17)
-    with pytest.raises(ValueError, match="one_row=True needs a batch of one row; received "
-                                         "a batch of 2 rows"):
-        bilm.contextual_encoder(x, mask=mask, one_row=True)
-    encode = tf.function(lambda x, m: bilm.contextual_encoder(x, mask=m, one_row=True),
-                         input_signature=[tf.TensorSpec((None, None, 8)),
-                                          tf.TensorSpec((None, None), tf.bool)])
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="one_row=True needs a batch of one row"):
-        encode(x, mask)
-    with pytest.raises(ValueError, match="one_row must be None, True or False; received 1"):
-        bilm.contextual_encoder(x, mask=mask, one_row=1)
+        == (batch == 1)
 
 
 def test_backward_reads_reversed_within_length(tmp_path):

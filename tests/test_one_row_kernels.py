@@ -1,7 +1,9 @@
-"""`OneRowKernels`: `(in, out)` copies of the LSTM kernels that the one-row loop reads.
+"""The `(in, out)` kernel copies a frozen float32 cell reads in one-row steps
+(`LSTMProjectionCell`, module docstring).
 
-The numbers are the numpy reference's (docs/model.md section 3), the copies are a snapshot
-that `refresh()` renews, and `TracedTokenLayers` (the embedders' path) makes them once.
+The numbers are the numpy reference's (docs/model.md section 3); the copies are made when a
+frozen encoder is traced for one row, only then, and follow the weights whenever they are
+loaded or the encoder is frozen again; nothing saves them.
 """
 
 import numpy as np
@@ -9,7 +11,6 @@ import pytest
 
 import numpy_reference as ref
 import weight_fixtures
-from keras_elmo.layers import OneRowKernels
 from keras_elmo.models.bilm import BiLM
 
 ATOL = 1e-5
@@ -19,7 +20,7 @@ def _load(tmp_path, seed=20):
     options = weight_fixtures.make_options(cell_clip=0.5, proj_clip=0.3)
     arrays = weight_fixtures.random_weight_arrays(options, seed=seed, lstm_scale=2.0)
     files = weight_fixtures.write_model_dir(str(tmp_path), options, arrays)
-    return BiLM.from_weights(*files), options, arrays
+    return BiLM.from_weights(*files), options, arrays, files
 
 
 def _inputs(lengths, steps, seed):
@@ -30,128 +31,114 @@ def _inputs(lengths, steps, seed):
     return x, mask
 
 
-@pytest.mark.parametrize("gate_columns", [256, 3], ids=["one-chunk", "chunks-of-3"])
-@pytest.mark.parametrize("one_row", [True, None], ids=["one_row=True", "one_row=None"])
-def test_the_copies_give_the_reference_numbers(tmp_path, monkeypatch, one_row, gate_columns):
-    """One row through the copies (a loop of its own, or the tf.cond's one-row branch of a
-    function traced for any batch) gives the numpy reference's numbers, and the traced
-    function reads the copies; a batch of several rows ignores them."""
+def _cells(encoder):
+    return [c for d in encoder.cells.values() for c in d]
+
+
+def _copies(encoder):
+    return [v for c in _cells(encoder) for v in c._one_row_copies.variables]
+
+
+def _traced(encoder, batch):
     import tensorflow as tf
 
+    return tf.function(lambda x, m: encoder(x, mask=m),
+                       input_signature=[tf.TensorSpec((batch, None, 8)),
+                                        tf.TensorSpec((batch, None), tf.bool)])
+
+
+@pytest.mark.parametrize("gate_columns", [256, 3], ids=["one-chunk", "chunks-of-3"])
+def test_the_copies_give_the_reference_numbers(tmp_path, monkeypatch, gate_columns):
+    """A frozen encoder traced for one row reads copies `(P, 4U)` and `(U, P)` of its
+    kernels and gives the numpy reference's numbers; traced for any batch size it reads
+    the stored kernels (its one-row branch too), with the same numbers."""
     from keras_elmo.layers import residual_bilstm
 
     monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)
-    bilm, options, arrays = _load(tmp_path)
+    bilm, options, arrays, _ = _load(tmp_path)
+    bilm.trainable = False
     encoder = bilm.contextual_encoder
-    kernels = OneRowKernels(encoder)
-    copies = [v for d in kernels.kernels.values() for pair in d for v in pair]
-    assert [tuple(v.shape) for v in copies[:2]] == [(8, 48), (12, 8)]  # (P, 4U), (U, P)
-    assert not any(v.trainable for v in copies)
-    encode = tf.function(
-        lambda x, m: encoder(x, mask=m, one_row=one_row, one_row_kernels=kernels),
-        input_signature=[tf.TensorSpec((None, None, 8)), tf.TensorSpec((None, None), tf.bool)])
-    cases = [[5]] if one_row else [[5], [5, 2, 3]]
-    for lengths in cases:
+    any_batch = _traced(encoder, None)
+    for lengths in ([5], [5, 2, 3]):
         x, mask = _inputs(lengths, steps=5, seed=21)
         expected = ref.contextual_encoder(arrays, options, x, lengths)
-        np.testing.assert_allclose(encode(x, mask).numpy(), expected, rtol=0, atol=ATOL)
-    read = {id(v) for v in encode.get_concrete_function().variables}
+        np.testing.assert_allclose(any_batch(x, mask).numpy(), expected, rtol=0, atol=ATOL)
+    assert not _copies(encoder)  # a batch size unknown when traced: no copies
+    one_row = _traced(encoder, 1)
+    x, mask = _inputs([5], steps=5, seed=21)
+    expected = ref.contextual_encoder(arrays, options, x, [5])
+    np.testing.assert_allclose(one_row(x, mask).numpy(), expected, rtol=0, atol=ATOL)
+    copies = _copies(encoder)
+    assert [tuple(v.shape) for v in copies[:2]] == [(8, 48), (12, 8)]  # (P, 4U), (U, P)
+    assert not any(v.trainable for v in copies)
+    read = {id(v) for v in one_row.get_concrete_function().variables}
     assert all(id(v) in read for v in copies)
-    # not saved with the layer
-    assert not {id(v) for v in encoder.weights} & {id(v) for v in copies}
+    # not among the layer's weights, so no weight file or checkpoint holds them
+    assert not {id(v) for v in bilm.weights} & {id(v) for v in copies}
 
 
-def test_the_copies_are_a_snapshot_that_refresh_renews(tmp_path):
-    """After the encoder's weights change, one-row calls given the copies still compute
-    with the old weights (the reference of the old arrays) until `refresh()`."""
-    bilm, options, arrays = _load(tmp_path, seed=22)
+def test_no_copies_where_the_weights_may_change_or_outside_a_trace(tmp_path):
+    """A trainable encoder, an eager call and a bfloat16 biLM read their stored kernels."""
+    from keras_elmo import BiLMOptions
+
+    bilm, options, arrays, _ = _load(tmp_path, seed=28)
+    x, mask = _inputs([4], steps=4, seed=29)
+    expected = ref.contextual_encoder(arrays, options, x, [4])
+    np.testing.assert_allclose(_traced(bilm.contextual_encoder, 1)(x, mask).numpy(), expected,
+                               rtol=0, atol=ATOL)
+    bilm.trainable = False
+    np.testing.assert_allclose(bilm.contextual_encoder(x, mask=mask).numpy(), expected,
+                               rtol=0, atol=ATOL)
+    assert not _copies(bilm.contextual_encoder)
+    half = BiLM(BiLMOptions.tiny(), dtype="bfloat16", trainable=False)
+    _traced(half.contextual_encoder, 1)(np.zeros((1, 3, 8), np.float32), np.ones((1, 3), bool))
+    assert not _copies(half.contextual_encoder)
+
+
+def test_the_copies_follow_loads_and_a_new_freeze(tmp_path):
+    """Weights assigned by hand reach the copies with `refresh_one_row_kernels()` (until
+    then one-row calls use the weights of the last refresh); loading a weight file and
+    freezing the encoder again refresh them by themselves."""
+    from keras_elmo.formats.weight_file import load_bilm_weights
+
+    bilm, options, arrays, files = _load(tmp_path, seed=22)
+    bilm.trainable = False
     encoder = bilm.contextual_encoder
-    kernels = OneRowKernels(encoder)
+    one_row = _traced(encoder, 1)
     x, mask = _inputs([4], steps=4, seed=23)
     old = ref.contextual_encoder(arrays, options, x, [4])
-    for cell in (c for d in encoder.cells.values() for c in d):
+    np.testing.assert_allclose(one_row(x, mask).numpy(), old, rtol=0, atol=ATOL)
+    for cell in _cells(encoder):
         cell.recurrent_kernel.assign(cell.recurrent_kernel * 0.5)
         cell.projection_kernel.assign(cell.projection_kernel * 1.5)
-    new = np.asarray(encoder(x, mask=mask, one_row=True))
+    new = np.asarray(encoder(x, mask=mask))  # eager: the stored kernels
     assert np.abs(new - old).max() > 1e-2
-    stale = np.asarray(encoder(x, mask=mask, one_row=True, one_row_kernels=kernels))
-    np.testing.assert_allclose(stale, old, rtol=0, atol=ATOL)
-    kernels.refresh()
-    fresh = np.asarray(encoder(x, mask=mask, one_row=True, one_row_kernels=kernels))
-    np.testing.assert_allclose(fresh, new, rtol=0, atol=ATOL)
-
-
-def test_copies_of_another_encoder_or_of_nothing_are_refused(tmp_path):
-    from keras_elmo.layers import ResidualBiLSTM
-
-    bilm, _, _ = _load(tmp_path, seed=24)
-    other = ResidualBiLSTM(units=12, projection_dim=8, num_layers=2, name="other")
-    other.build((None, None, 8))
-    x, mask = _inputs([3], steps=3, seed=25)
-    with pytest.raises(ValueError, match="one_row_kernels were made from the encoder 'other'; "
-                                         "received them for 'contextual_encoder', another one"):
-        bilm.contextual_encoder(x, mask=mask, one_row_kernels=OneRowKernels(other))
-    with pytest.raises(ValueError, match="one_row_kernels must be a OneRowKernels or None; "
-                                         "received dict"):
-        bilm.contextual_encoder(x, mask=mask, one_row_kernels={})
-    with pytest.raises(ValueError, match="OneRowKernels needs a built ResidualBiLSTM; "
-                                         "received ResidualBiLSTM 'unbuilt' that is not built"):
-        OneRowKernels(ResidualBiLSTM(units=12, projection_dim=8, name="unbuilt"))
-
-
-@pytest.mark.parametrize("onednn", [True, False], ids=["oneDNN-on", "oneDNN-off"])
-def test_traced_token_layers_make_the_copies_once_where_they_are_faster(
-        tmp_path, monkeypatch, onednn):
-    """The embedders' traced pair makes the copies before its one-row trace (one trace),
-    only with oneDNN's kernels on, and `refresh()` renews them; the numbers are the char
-    path's either way."""
-    import tensorflow as tf
-
-    from keras_elmo.models import bilm as bilm_module
-
-    monkeypatch.setattr(bilm_module, "onednn_enabled", lambda: onednn)
-    bilm, _, _ = _load(tmp_path, seed=26)
-    layers = bilm.traced_layers_from_token_embeddings()
-    ids = np.array([[[259, 98, 260] + [261] * 47] * 3], np.int32)  # one row, 3 tokens
-    vectors, mask = bilm.token_embedder(ids), np.ones((1, 3), bool)
-    np.testing.assert_allclose(layers(vectors, mask).numpy(), bilm(ids)["layers"].numpy(),
+    np.testing.assert_allclose(one_row(x, mask).numpy(), old, rtol=0, atol=ATOL)  # a snapshot
+    for cell in _cells(encoder):
+        cell.refresh_one_row_kernels()
+    np.testing.assert_allclose(one_row(x, mask).numpy(), new, rtol=0, atol=ATOL)
+    load_bilm_weights(bilm, files[1])  # the file's weights again
+    np.testing.assert_allclose(one_row(x, mask).numpy(), old, rtol=0, atol=ATOL)
+    bilm.trainable = True
+    for cell in _cells(encoder):
+        cell.projection_kernel.assign(cell.projection_kernel * 1.5)
+    bilm.trainable = False
+    np.testing.assert_allclose(one_row(x, mask).numpy(), np.asarray(encoder(x, mask=mask)),
                                rtol=0, atol=ATOL)
-    assert (layers._kernels is not None) == onednn
-    assert layers.one_row.experimental_get_tracing_count() == 1
-    cell = bilm.contextual_encoder.cells["forward"][0]
-    cell.recurrent_kernel.assign(cell.recurrent_kernel * 0.5)
-    layers.refresh()
-    np.testing.assert_allclose(layers(vectors, mask).numpy(), bilm(ids)["layers"].numpy(),
-                               rtol=0, atol=ATOL)
-    assert layers.one_row.experimental_get_tracing_count() == 1
-    assert isinstance(layers.one_row, tf.types.experimental.PolymorphicFunction)
 
 
-def test_a_new_token_memo_reads_the_weights_as_they_are(tmp_path, monkeypatch):
-    """The memo's traced functions outlive it (one per biLM); a new memo refreshes the
-    copies, so a biLM whose weights changed in between gives its new numbers."""
-    from embedding.token_vectors import TokenVectorMemo
-    from keras_elmo.models import bilm as bilm_module
+def test_the_embedders_path_traces_its_one_row_function_once_with_the_copies(tmp_path):
+    """`TokenEmbeddingCache` over a frozen biLM: one trace of the one-row function, which
+    reads the copies; the numbers are the char path's."""
     from keras_elmo import batch_to_ids
+    from keras_elmo.embedding.token_cache import TokenEmbeddingCache
 
-    monkeypatch.setattr(bilm_module, "onednn_enabled", lambda: True)
-    bilm, _, _ = _load(tmp_path, seed=27)
-    sentence = [["a", "bc", "d"]]
-    TokenVectorMemo(bilm).layers(sentence)
-    cell = bilm.contextual_encoder.cells["backward"][1]
-    cell.projection_kernel.assign(cell.projection_kernel * 1.5)
-    expected = bilm(batch_to_ids(sentence))["layers"].numpy()
-    np.testing.assert_allclose(TokenVectorMemo(bilm).layers(sentence), expected,
-                               rtol=0, atol=ATOL)
-
-
-def test_a_bfloat16_biLM_reads_its_stored_kernels(monkeypatch):
-    """bfloat16 one-row products are faster from the stored layout: no copies are made."""
-    from keras_elmo import BiLMOptions
-    from keras_elmo.models import bilm as bilm_module
-
-    monkeypatch.setattr(bilm_module, "onednn_enabled", lambda: True)
-    bilm = BiLM(BiLMOptions.tiny(), dtype="bfloat16")
-    layers = bilm.traced_layers_from_token_embeddings()
-    out = layers(np.zeros((1, 3, 8), np.float32), np.ones((1, 3), bool))
-    assert out.shape == (1, 3, 3, 16) and layers._kernels is None
+    bilm, _, _, _ = _load(tmp_path, seed=26)
+    bilm.trainable = False
+    cache = TokenEmbeddingCache(bilm)
+    for sentence in ([["a", "bc", "d"]], [["e", "a"]]):
+        np.testing.assert_allclose(cache(sentence)["layers"].numpy(),
+                                   bilm(batch_to_ids(sentence))["layers"].numpy(),
+                                   rtol=0, atol=ATOL)
+    assert cache._traced._one_row.experimental_get_tracing_count() == 1
+    assert _copies(bilm.contextual_encoder)

@@ -45,8 +45,7 @@ def test_gradients_equal_those_of_the_full_run_with_the_frame_masked():
     for skip in (False, True):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            out = encoder(x, mask=mask, training=True, skip_boundary_steps=skip,
-                          sequence_gradient=True)
+            out = encoder(x, mask=mask, training=True, skip_boundary_steps=skip)
             loss = tf.reduce_sum(out * tf.constant(probe, tf.float32))
         grads.append(tape.gradient(loss, encoder.trainable_weights + [x]))
     for full, skipped in zip(*grads):
@@ -71,6 +70,5 @@ def test_a_single_position_trains_with_zero_gradients():
     x = tf.ones((2, 1, 4))
     with tf.GradientTape() as tape:
         tape.watch(x)
-        loss = tf.reduce_sum(encoder(x, training=True, skip_boundary_steps=True,
-                                     sequence_gradient=True))
+        loss = tf.reduce_sum(encoder(x, training=True, skip_boundary_steps=True))
     assert not np.any(tape.gradient(loss, x).numpy())

@@ -7,7 +7,7 @@ import pytest
 
 import keras_elmo
 from keras_elmo import BiLM, BiLMOptions, batch_to_ids
-from keras_elmo.formats.token_cache import TokenEmbeddingCache
+from keras_elmo.embedding.token_cache import TokenEmbeddingCache
 
 ATOL = 1e-5
 VOCAB = ["<S>", "</S>", "<UNK>", "the", "cat", "sat", "中国", "人民"]
@@ -102,15 +102,15 @@ def test_layers_from_token_embeddings_is_exact(bilm):
     assert keras_elmo.BiLM is BiLM
 
 
-def test_traced_layers_from_token_embeddings_one_trace_per_kind_of_batch(bilm):
+def test_one_trace_per_kind_of_batch(bilm):
     """One row runs the one-row function, several rows the other; both give the char
     path's numbers, and neither traces again for other lengths or row counts."""
-    layers = bilm.traced_layers_from_token_embeddings()
+    cache = TokenEmbeddingCache(bilm)
     for sentences in (SENTENCES[:1], SENTENCES[1:2], SENTENCES, SENTENCES[:2]):
-        ids = batch_to_ids(sentences)
-        vectors = np.asarray(bilm.token_embedder(ids))
-        got = layers(vectors, np.any(ids != 0, axis=-1))
+        got = cache(sentences)["layers"]
         np.testing.assert_allclose(np.asarray(got), _char_path(bilm, sentences)[0],
                                    atol=1e-6, rtol=0)
-    assert layers.one_row.experimental_get_tracing_count() == 1
-    assert layers.rows.experimental_get_tracing_count() == 1
+    assert cache._traced._one_row.experimental_get_tracing_count() == 1
+    assert cache._traced._rows.experimental_get_tracing_count() == 1
+
+

@@ -51,7 +51,7 @@ def test_compiled_step_gives_the_loss_and_gradients_of_the_default_step(tiny_cor
     count = default.model.target_count(char_ids)
     negatives = {"static": None, "real": None}
     if sampled:  # the same draw for both: per position, then for the real targets
-        static = compiled.model.sample_negatives(char_ids, token_ids, static_shapes=True)
+        static = compiled.model.sample_negatives(char_ids, token_ids)
         valid = token_mask(char_ids)[:, 1:]  # (batch, T-1)
         negatives["static"] = static
         negatives["real"] = {

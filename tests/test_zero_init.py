@@ -62,8 +62,6 @@ def test_filled_zeros_and_assigned_random_weights_give_the_same_model(tmp_path):
 # "before after weights".
 _LOAD = r"""
 import sys
-from keras_elmo.process.process_memory import limit_malloc_retention
-limit_malloc_retention()
 import tensorflow, keras, numpy as np
 from keras_elmo.models.bilm import BiLM
 def anon():
@@ -89,9 +87,11 @@ def _anon_growth(options_file, weight_file, onednn):
 
 
 def test_from_weights_holds_one_copy_of_the_model(tmp_path):
-    """An 81 MiB model: `from_weights` grows the process by the weights and little more, on
-    every CPU class (what the user gets; whether an allocator would have kept random draws
-    made first depends on the allocator, oneDNN's pool or not, so it is not asserted)."""
+    """An 81 MiB model: `from_weights` grows the process by the weights and less than half as
+    much again (the loader's freed blocks, which glibc keeps for later allocations), on every
+    CPU class: never a second copy (what the user gets; whether an allocator would have kept
+    random draws made first depends on the allocator, oneDNN's pool or not, so it is not
+    asserted)."""
     if not sys.platform.startswith("linux"):
         return
     options = weight_fixtures.make_options(dim=2048, projection_dim=256, n_highway=1,
@@ -101,5 +101,5 @@ def test_from_weights_holds_one_copy_of_the_model(tmp_path):
     for onednn in ("0", "1"):  # Eigen's allocator (AVX2 CPUs by default) and oneDNN's pool
         filled, weights = _anon_growth(options_file, weight_file, onednn)
         assert weights > 50, weights  # large enough to stand out of the noise
-        assert filled < 1.25 * weights, (f"TF_ENABLE_ONEDNN_OPTS={onednn}: from_weights grew "
+        assert filled < 1.5 * weights, (f"TF_ENABLE_ONEDNN_OPTS={onednn}: from_weights grew "
                                          f"{filled:.0f} MiB for {weights:.0f} MiB of weights")

@@ -200,15 +200,15 @@ class TrainingConfig:
                        full_softmax_max_vocab=1024, n_epochs=1, shuffle_buffer=1000,
                        checkpoint_every_steps=50)
         if size == "small":
-            # Adam and small batches: many updates in a minutes-long CPU run (measured on
-            # People's Daily: 5 minutes gave held-out perplexity 849 with these, 881 with
-            # 2560-token batches, 1068 with the full softmax; Adagrad 0.2 reached 1263
-            # only after 15 minutes). The rate decays linearly to 0 over the run (a
-            # 20-minute run anneals within its 20 minutes); 10 epochs, as 20 minutes on 2
-            # cores cover 4-9 by the CPU (tuned on a dev slice of train). The LSTM is 384 units, not bilm-tf's small 512: on
-            # a 2-core CPU a 20-minute run is bound by its number of updates, and 384
-            # units take 1.31x as many steps a minute (AVX2 kernels) for a lower held-out
-            # perplexity at the same minutes (docs/training.md, "The small preset").
+            # Adam and small batches: many updates in a minutes-long CPU run, where larger
+            # batches, the full softmax and Adagrad all reached a worse held-out perplexity
+            # in the same minutes. The rate decays linearly to 0 over the run (a 20-minute
+            # run anneals within its 20 minutes); 10 epochs, as 20 minutes on 2 cores cover
+            # 4-9 by the CPU (tuned on a dev slice of train). The LSTM is 384 units, not
+            # bilm-tf's small 512: on a 2-core CPU a 20-minute run is bound by its number of
+            # updates, and 384 units take more steps a minute for a lower held-out
+            # perplexity at the same minutes (docs/training.md, "The small preset";
+            # docs/performance.md has the figures).
             return cls(options=BiLMOptions.small(lstm_units=384), batch_tokens=1024,
                        batch_size=128,
                        n_negative_samples_batch=2048, full_softmax_max_vocab=8192,

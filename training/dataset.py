@@ -191,10 +191,9 @@ def _pipeline_options():
 
     Each epoch (and each evaluation) builds a new pipeline. With autotuning on, destroying
     the previous iterator waits for tf.data's model thread to finish an optimisation pass,
-    which took 8-13 s per epoch on 2 busy cores (measured in `Trainer.fit` with py-spy:
-    `IteratorResource::~IteratorResource` waiting on that thread). The pipeline costs
-    about 1.5 ms per batch against a training step of 50-100 ms, so fixed parallelism
-    (the core count, `AUTOTUNE` without autotuning) and a fixed prefetch lose nothing.
+    seconds per epoch on 2 busy cores (docs/performance.md). The pipeline is a small part of
+    a training step, so fixed parallelism (the core count, `AUTOTUNE` without autotuning)
+    and a fixed prefetch lose nothing.
     """
     options = tf.data.Options()
     options.autotune.enabled = False

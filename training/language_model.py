@@ -29,9 +29,11 @@ Example:
 import keras
 import tensorflow as tf
 
+from keras_elmo.layers.char_cnn_embedder import in_xla_function
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import token_mask
 from keras_elmo.training.softmax import SharedSoftmax
+from keras_elmo.validation import check_fraction
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -50,12 +52,13 @@ class LanguageModel(keras.Model):
     Call arguments:
         char_ids: int32 `(batch, T, max_characters_per_token)`, boundaries included,
             padding rows all zero, real tokens first.
-        training: bool, enables dropout.
-        sequence_gradient: bool, the biLSTM's loop with the backward pass written for whole
-            sequences (`ResidualBiLSTM`): the training step asks for it; False runs plain
-            ops (same numbers and gradients).
-        static_shapes: bool, the token encoder's path whose shapes all follow from the
-            input's (`CharCNNEmbedder`): what an XLA-compiled step needs.
+        training: bool, enables dropout; in training the biLSTM runs the loop whose backward
+            pass is written for whole sequences (`ResidualBiLSTM`).
+
+    Inside an XLA-compiled function (a training step with `jit_compile`) every shape
+    follows from the batch's: the token encoder encodes every position
+    (`CharCNNEmbedder`) and the softmax scores every position, the padding's NLL zeroed,
+    instead of gathering the real targets.
 
     Returns (call):
         dict `{"embeddings": (batch, T, P), "layers": (batch, num_layers, T, 2P),
@@ -70,8 +73,7 @@ class LanguageModel(keras.Model):
         if not isinstance(backbone, BiLM) or backbone.stateful:
             raise ValueError("LanguageModel expects a stateless keras_elmo.BiLM backbone; "
                              f"received {backbone!r}.")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); received {dropout}.")
+        dropout = check_fraction("dropout", dropout)
         # === Layers ===
         self.backbone = backbone
         self.output_dropout = keras.layers.Dropout(float(dropout), name="output_dropout",
@@ -104,19 +106,17 @@ class LanguageModel(keras.Model):
                    num_sampled=config.num_sampled,
                    use_sampled_softmax=config.use_sampled_softmax)
 
-    def call(self, char_ids, training=False, sequence_gradient=False, static_shapes=False):
+    def call(self, char_ids, training=False):
         char_ids = tf.cast(char_ids, tf.int32)
         mask = token_mask(char_ids)  # (batch, T)
-        embeddings = self.backbone.token_embedder(
-            char_ids, static_shapes=static_shapes, training=training)  # (batch, T, P)
+        embeddings = self.backbone.token_embedder(char_ids, training=training)  # (batch, T, P)
         # No target reads the forward output at `</S>` or the backward one at `<S>`.
         layers = self.backbone.contextual_encoder(
-            embeddings, mask=mask, training=training, skip_boundary_steps=True,
-            sequence_gradient=sequence_gradient)  # (batch, L, T, 2P)
+            embeddings, mask=mask, training=training,
+            skip_boundary_steps=True)  # (batch, L, T, 2P)
         return {"embeddings": embeddings, "layers": layers, "mask": mask}
 
-    def nll_sums(self, char_ids, token_ids, training=False, sampled=None,
-                 sequence_gradient=False, negatives=None, static_shapes=False):
+    def nll_sums(self, char_ids, token_ids, training=False, sampled=None, negatives=None):
         """Summed NLL of each direction over the real targets of a batch.
 
         Args:
@@ -125,10 +125,10 @@ class LanguageModel(keras.Model):
             training: bool, dropout on.
             sampled: bool or None, sampled softmax (None: `use_sampled_softmax` when
                 training, full softmax otherwise).
-            sequence_gradient: bool, see the class docstring (the training step's choice).
-            negatives: None, or `sample_negatives(char_ids, token_ids)` drawn beforehand
-                (an XLA-compiled step: the sampler has no XLA kernel); sampled softmax only.
-            static_shapes: bool, see the class docstring (an XLA-compiled step).
+            negatives: None, or negatives drawn beforehand for these targets (sampled
+                softmax only): an XLA-compiled step takes `sample_negatives(char_ids,
+                token_ids)`, drawn outside it (the sampler has no XLA kernel), for every
+                position; elsewhere, for the real targets.
 
         Returns:
             dict of float32 scalars `forward`, `backward` (summed NLL) and `count` (targets
@@ -137,16 +137,19 @@ class LanguageModel(keras.Model):
         if sampled is None:
             sampled = self.use_sampled_softmax and training
         token_ids = tf.cast(token_ids, tf.int32)
-        if static_shapes:  # zero-size batches give zero sums on these paths by themselves
+        # In an XLA-compiled step every position is scored: the shapes follow from the
+        # batch's, as XLA needs.
+        every_position = in_xla_function()
+        if every_position:  # zero-size batches give zero sums on these paths by themselves
             # (no cond: XLA would make every input of the step a compile-time constant and
             # compile again after each weight update)
-            return self._nll_sums(char_ids, token_ids, training, sampled, sequence_gradient,
-                                  negatives, static_shapes)
+            return self._nll_sums(char_ids, token_ids, training, sampled, negatives,
+                                  every_position)
         # A replica can get an empty batch at the end of an epoch (tf.distribute pads the
         # last step with zero-size batches); its sums are zero.
         return tf.cond(tf.size(token_ids) > 0,
                        lambda: self._nll_sums(char_ids, token_ids, training, sampled,
-                                              sequence_gradient, negatives, static_shapes),
+                                              negatives, every_position),
                        lambda: {k: tf.constant(0.0) for k in ("forward", "backward", "count")})
 
     def target_count(self, char_ids):
@@ -154,43 +157,41 @@ class LanguageModel(keras.Model):
         valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
         return tf.reduce_sum(tf.cast(valid, tf.float32))
 
-    def sample_negatives(self, char_ids, token_ids, static_shapes=False):
+    def sample_negatives(self, char_ids, token_ids):
         """`{"forward": ..., "backward": ...}`: each direction's sampled-softmax negatives
-        for the targets of a batch (`SharedSoftmax.sample`), for `nll_sums(negatives=...)`
-        with the same `static_shapes`."""
+        for the targets of every position of a batch (`SharedSoftmax.sample`), drawn
+        outside an XLA-compiled step for its `nll_sums(negatives=...)`."""
         forward, backward = self._targets(char_ids, tf.cast(token_ids, tf.int32),
-                                          static_shapes)
+                                          every_position=True)
         return {"forward": self.softmax.sample(forward),
                 "backward": self.softmax.sample(backward)}
 
     @staticmethod
-    def _targets(char_ids, token_ids, static_shapes):
+    def _targets(char_ids, token_ids, every_position):
         """The forward and backward targets of a batch, `(N,)` each: the real ones, or
-        with `static_shapes` those of every position `(batch * (T-1),)`."""
+        those of every position `(batch * (T-1),)`."""
         # Forward: output t predicts t+1; backward: output t predicts t-1.
         forward, backward = token_ids[:, 1:], token_ids[:, :-1]  # (batch, T-1)
-        if static_shapes:
+        if every_position:
             return tf.reshape(forward, (-1,)), tf.reshape(backward, (-1,))
         valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
         return tf.boolean_mask(forward, valid), tf.boolean_mask(backward, valid)
 
-    def _nll_sums(self, char_ids, token_ids, training, sampled, sequence_gradient, negatives,
-                  static_shapes):
-        outputs = self(char_ids, training=training, sequence_gradient=sequence_gradient,
-                       static_shapes=static_shapes)
+    def _nll_sums(self, char_ids, token_ids, training, sampled, negatives, every_position):
+        outputs = self(char_ids, training=training)
         top = outputs["layers"][:, -1]  # (batch, T, 2P)
         top = self.output_dropout(top, training=training)
         p = self.options.projection_dim
         valid = outputs["mask"][:, 1:]  # (batch, T-1): a real token follows / precedes
         forward_hidden, backward_hidden = top[:, :-1, :p], top[:, 1:, p:]  # (batch, T-1, P)
-        if static_shapes:  # every position, the padding's NLL zeroed below
+        if every_position:  # the padding's NLL zeroed below
             forward_hidden = tf.reshape(forward_hidden, (-1, p))  # (N, P), N = batch*(T-1)
             backward_hidden = tf.reshape(backward_hidden, (-1, p))  # (N, P)
         else:  # the real targets only
             forward_hidden = tf.boolean_mask(forward_hidden, valid)  # (N, P)
             backward_hidden = tf.boolean_mask(backward_hidden, valid)  # (N, P)
         forward_targets, backward_targets = self._targets(char_ids, token_ids,
-                                                          static_shapes)  # (N,) each
+                                                          every_position)  # (N,) each
         if sampled:
             negatives = negatives or {"forward": None, "backward": None}
             forward = self.softmax.sampled_nll(forward_hidden, forward_targets,
@@ -200,7 +201,7 @@ class LanguageModel(keras.Model):
         else:
             forward = self.softmax.full_nll(forward_hidden, forward_targets)
             backward = self.softmax.full_nll(backward_hidden, backward_targets)
-        if static_shapes:
+        if every_position:
             real = tf.reshape(valid, (-1,))  # (N,)
             forward = tf.where(real, forward, tf.zeros_like(forward))
             backward = tf.where(real, backward, tf.zeros_like(backward))

@@ -4,9 +4,9 @@ The tf.data pipeline tokenises in-graph (`whitespace`, `unicode-script`). A segm
 in Python (jieba, `keras_elmo.text.tokenizers`) would hold the pipeline to Python speed and the GIL
 in every epoch; instead each corpus file is segmented once into a cache file, tokens joined
 by single spaces, one line per input line (blank lines stay blank), and the pipeline reads
-that with the whitespace split. Measured on People's Daily (1.07M words, 2 shared CPU
-cores): jieba segments about 48,000 words/s, about 25 s for the corpus, paid once; a later
-run, `vocab`, `perplexity` or the n-gram baseline on the same file reads the cache.
+that with the whitespace split. Segmenting People's Daily takes jieba tens of seconds
+(docs/performance.md), paid once; a later run, `vocab`, `perplexity` or the n-gram
+baseline on the same file reads the cache.
 
 The cache is keyed by content, not by name: `CACHE_DIR/<stem>.<sha256 of the file, the
 tokeniser and its version>.txt` in `$KERAS_ELMO_CACHE/segmented` (default

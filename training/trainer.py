@@ -125,7 +125,7 @@ class Trainer:
         negatives = None
         if self.config.jit_compile and self.model.use_sampled_softmax:
             # The sampler has no XLA kernel: drawn here, before the compiled function.
-            negatives = self.model.sample_negatives(char_ids, token_ids, static_shapes=True)
+            negatives = self.model.sample_negatives(char_ids, token_ids)
         sums, grads = self._gradients(char_ids, token_ids, global_count, negatives)
         if not isinstance(inner_optimizer(self.optimizer), SparseAdagrad):
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
@@ -145,10 +145,8 @@ class Trainer:
         """`(sums, gradients)` of one replica's batch: the work of the device, compiled
         with XLA when `config.jit_compile` (every shape then follows from the batch's)."""
         with tf.GradientTape() as tape:
-            # The training step is where the biLSTM's hand-written backward pass is chosen.
             sums = self.model.nll_sums(char_ids, token_ids, training=True,
-                                       sequence_gradient=True, negatives=negatives,
-                                       static_shapes=self.config.jit_compile)
+                                       negatives=negatives)
             loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
             if self._loss_scaling:
                 loss = self.optimizer.scale_loss(loss)

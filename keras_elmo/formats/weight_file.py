@@ -25,18 +25,13 @@ import numpy as np
 from keras_elmo import constants
 from keras_elmo.process.atomic_file import atomic_path
 from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
-from keras_elmo.process.process_memory import release_freed_memory
 
 _LSTM_PREFIX = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
-_DIRECTIONS = ("forward", "backward")
 #: Datasets under these roots belong to the biLM; anything else (a softmax) is ignored.
 _MODEL_ROOTS = ("char_embed", "CNN", "CNN_high_", "CNN_proj", "RNN_")
 #: Bytes of one block of rows read, converted and assigned at a time while loading: the
-#: loader's only temporaries, whatever the model's size. Below the command line's mmap
-#: threshold (`process_memory.DEFAULT_MMAP_THRESHOLD`, 4 MiB), so the blocks come from the
-#: heap and reuse it: blocks of 4 MiB were mapped afresh and faulted in page by page, each
-#: time (published biLM, AVX2 kernels: load 1.19-1.82 s with 4 MiB blocks, 0.53-0.54 s with
-#: 1 MiB; 279,000 -> 109,000 page faults).
+#: loader's only temporaries, whatever the model's size (small enough for the allocator to
+#: reuse one buffer from block to block).
 _BLOCK_BYTES = 1 << 20
 #: Byte alignment of the arrays handed to variables (TensorFlow's EIGEN_MAX_ALIGN_BYTES).
 _ALIGNMENT = 64
@@ -85,7 +80,7 @@ def _mapping(bilm):
     if embedder.projection is not None:
         direct("CNN_proj/W_proj", embedder.projection.kernel, (num_filters, proj))
         direct("CNN_proj/b_proj", embedder.projection.bias, (proj,))
-    for d, direction in enumerate(_DIRECTIONS):
+    for d, direction in enumerate(constants.DIRECTIONS):
         for layer, cell in enumerate(encoder.cells[direction]):
             prefix = _LSTM_PREFIX.format(direction=d, layer=layer)
             input_dim = cell.input_dim
@@ -176,9 +171,8 @@ def _write(variable, value):
 def _exact_when_added_to_zero(value):
     """False if `value` holds a subnormal or a -0.0 (what `0 + x` in TensorFlow changes).
 
-    Looked at one block of `_BLOCK_BYTES` at a time: a whole-array `abs` held a float and a
-    bool temporary of the array's size (40 MiB more at the peak of loading a published
-    `W_h`)."""
+    Looked at one block of `_BLOCK_BYTES` at a time: a whole-array `abs` would hold a float
+    and a bool temporary of the array's size at the peak of loading."""
     flat = value.reshape(-1)
     step = max(1, _BLOCK_BYTES // flat.itemsize)
     for start in range(0, flat.size, step):
@@ -208,8 +202,8 @@ def _aligned_empty(shape):
 def _as_tensor(array):
     """A float32 tensor over an aligned numpy array's own memory (DLPack: no copy).
 
-    Converting a numpy array the usual way held two more full-size copies at its peak
-    (measured: 96 MB to assign a 32 MB kernel). The variable may keep the array's memory
+    Converting a numpy array the usual way holds two more full-size copies at its peak.
+    The variable may keep the array's memory
     as its own (TensorFlow forwards an input buffer nobody else holds), hence the
     alignment; the array is not used after this.
     """
@@ -295,7 +289,9 @@ def load_bilm_weights(bilm, path):
                                f"weight file {path}: dataset {name!r}")
         for name, _, to_layer, _ in entries:
             to_layer(weights[name])
-    release_freed_memory()
+    for cells in bilm.contextual_encoder.cells.values():
+        for cell in cells:
+            cell.refresh_one_row_kernels()  # a frozen biLM's one-row copies, if it has any
 
 
 def bilm_weight_arrays(bilm):
@@ -321,7 +317,6 @@ def save_bilm_weights(bilm, path):
             _check_finite(array, f"refusing to write {path}: weight {name!r}")
             f.create_dataset(name, data=array)
             del array
-    release_freed_memory()
 
 
 def _existing_file(path):

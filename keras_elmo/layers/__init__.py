@@ -6,7 +6,6 @@
     highway.py                 `Highway`: the char CNN's highway layers
     lstm_projection_cell.py    `LSTMProjectionCell`: the weights and one step of one LSTM
     residual_bilstm.py         `ResidualBiLSTM`: the loop; two stacks of cells (section 3)
-    one_row_kernels.py         `OneRowKernels`: `(in, out)` copies of `W_h` for one-row batches
     lstm_sequence_gradient.py  the training loop whose backward pass is written by hand
     scalar_mix.py              `ScalarMix`: gamma * sum_j softmax(s)_j h_j (section 5)
 
@@ -17,10 +16,9 @@ files or export.
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.layers.highway import Highway
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
-from keras_elmo.layers.one_row_kernels import OneRowKernels
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.scalar_mix import ScalarMix
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
 
 __all__ = ["AddSentenceBoundaries", "CharCNNEmbedder", "Highway", "LSTMProjectionCell",
-           "OneRowKernels", "RemoveSentenceBoundaries", "ResidualBiLSTM", "ScalarMix"]
+           "RemoveSentenceBoundaries", "ResidualBiLSTM", "ScalarMix"]

@@ -14,20 +14,24 @@ _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
 #: Largest model char id (ids are shifted by +1; 0 means "no token").
 _MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
-#: (same numbers, a bounded largest buffer; measured no slower on CPU).
+#: (same numbers, a bounded largest buffer, no slower on CPU).
 MAX_CONV_FILTERS = 128
 #: Seed of the weights of `unique_rows`' row keys (any fixed weights give exact results).
 _KEY_SEED = 20260
 #: Shape classes of the convolutions (dynamic shapes only): the char positions convolved
 #: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
-#: oneDNN keeps a compiled primitive for every convolution shape it has run, about 0.67 MiB
-#: per shape for the published CNN (measured). With exact shapes a long embedding job met
-#: a new shape at almost every call (`keras-elmo embed`'s heap grew 90 MiB over 4,800
-#: sentences); with the classes it meets a few dozen (45 MiB, the rest the token memo).
-#: The extra rows are padding tokens never gathered; the extra positions are windows of
-#: each row's padding run, already part of its max: outputs are unchanged. Not in training,
-#: whose char CNN is a larger share of a small model's step: there every shape is exact.
+#: oneDNN keeps a compiled primitive for every convolution shape it has run: with exact
+#: shapes a long embedding job met a new shape at almost every call and its memory grew
+#: with the job; with the classes it meets a few dozen (docs/performance.md). The extra rows
+#: are padding tokens never gathered; the extra positions are windows of each row's padding
+#: run, already part of its max: outputs are unchanged. Not in training, whose char CNN is a
+#: larger share of a small model's step: there every shape is exact.
 CONV_POSITION_STEP = 8
+
+
+def in_xla_function():
+    """True while a function compiled with XLA (`tf.function(jit_compile=True)`) is traced."""
+    return tf.__internal__.get_enclosing_xla_context() is not None
 
 
 def unique_rows(ids):
@@ -104,21 +108,22 @@ class CharCNNEmbedder(keras.layers.Layer):
         projection_dim: int, output size (512 published).
         max_characters_per_token: int, char ids per token (50).
         zero_init: bool, create the weights a published weight file holds as zeros instead
-            of drawing them: for an encoder a file fills next (`BiLM.from_weights`).
+            of drawing them, for an encoder a file fills next (`BiLM.from_weights`); how
+            this object is built, not in the config.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`, ...).
+
+    How it runs is chosen from what the call sees, with the same numbers every way: each
+    distinct token of a batch is encoded once and only the char positions some token uses
+    are convolved; inside an XLA-compiled function (`jit_compile`), whose shapes must all
+    follow from the input's, every position is encoded over all its char ids instead.
+    Outside training the convolutions run at a shape class of the rows and char positions
+    (`CONV_POSITION_STEP`, `conv_row_class`), padded with tokens never gathered, so a long
+    inference job meets a few dozen convolution shapes; in training every shape is exact.
 
     Call arguments:
         inputs: int tensor `(batch, num_tokens, max_characters_per_token)` of shifted char
             ids (see `keras_elmo.text.characters`); all-zero rows are padding.
-        static_shapes: bool, encode every position over all its char ids: no
-            de-duplication of tokens and no trimming of the padding chars, so every shape
-            follows from the input's (what an XLA-compiled step needs; `jit_compile`).
-            The same numbers either way; False (the default) does less work.
-        training: bool or None. Outside training (False or None) the convolutions run at
-            a shape class of the rows and char positions (`CONV_POSITION_STEP`,
-            `conv_row_class`), padded with tokens never gathered, so a long inference job
-            meets a few dozen convolution shapes; in training every shape is exact. The
-            same numbers either way.
+        training: bool or None (see above).
 
     Returns:
         float tensor `(batch, num_tokens, projection_dim)`, with the Keras mask
@@ -142,7 +147,7 @@ class CharCNNEmbedder(keras.layers.Layer):
                  max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN, zero_init=False,
                  **kwargs):
         super().__init__(**kwargs)
-        self.zero_init = bool(zero_init)
+        self._zero_init = bool(zero_init)
         # BiLMOptions validates every architecture argument in one place.
         checked = BiLMOptions(char_embedding_dim=char_embedding_dim, filters=filters,
                               num_highway=num_highway, activation=activation,
@@ -193,7 +198,7 @@ class CharCNNEmbedder(keras.layers.Layer):
                 name=f"conv_{i}_bias", shape=(count,), initializer="zeros"))
         self.highways = []
         for k in range(self.num_highway):
-            layer = Highway(zero_init=self.zero_init, name=f"highway_{k}",
+            layer = Highway(zero_init=self._zero_init, name=f"highway_{k}",
                             dtype=self.dtype_policy)
             layer.build((None, self.num_filters))
             self.highways.append(layer)
@@ -207,9 +212,11 @@ class CharCNNEmbedder(keras.layers.Layer):
 
     def _drawn(self, initializer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
-        return "zeros" if self.zero_init else initializer
+        return "zeros" if self._zero_init else initializer
 
-    def call(self, inputs, static_shapes=False, training=None):
+    def call(self, inputs, training=None):
+        # An XLA-compiled function needs every shape to follow from the input's.
+        static_shapes = in_xla_function()
         ids = ops.cast(inputs, "int32")
         check_char_id_range(ids)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -310,6 +317,11 @@ class CharCNNEmbedder(keras.layers.Layer):
         config.update(char_embedding_dim=self.char_embedding_dim, filters=self.filters,
                       num_highway=self.num_highway, activation=self.activation,
                       projection_dim=self.projection_dim,
-                      max_characters_per_token=self.max_characters_per_token,
-                      zero_init=self.zero_init)
+                      max_characters_per_token=self.max_characters_per_token)
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("zero_init", None)  # written by releases that kept it in the config
+        return cls(**config)

@@ -19,7 +19,8 @@ class Highway(keras.layers.Layer):
         kernel_initializer: initializer of both `(dim, dim)` kernels. Defaults to a normal
             distribution with stddev `sqrt(1 / dim)` (bilm-tf's choice).
         zero_init: bool, create the kernels and the carry bias as zeros instead of drawing
-            them: for a layer whose weights a file fills next (`BiLM.from_weights`).
+            them, for a layer whose weights a file fills next (`BiLM.from_weights`); how
+            this object is built, not in the config.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -36,15 +37,15 @@ class Highway(keras.layers.Layer):
 
     def __init__(self, kernel_initializer=None, zero_init=False, **kwargs):
         super().__init__(**kwargs)
-        self.zero_init = bool(zero_init)
+        self._zero_init = bool(zero_init)
         self.kernel_initializer = keras.initializers.get(kernel_initializer) \
             if kernel_initializer is not None else None
 
     def build(self, input_shape):
         dim = int(input_shape[-1])
         default = keras.initializers.RandomNormal(stddev=(1.0 / dim) ** 0.5)
-        init = "zeros" if self.zero_init else (self.kernel_initializer or default)
-        carry_init = "zeros" if self.zero_init else keras.initializers.Constant(_CARRY_BIAS_INIT)
+        init = "zeros" if self._zero_init else (self.kernel_initializer or default)
+        carry_init = "zeros" if self._zero_init else keras.initializers.Constant(_CARRY_BIAS_INIT)
         self.carry_kernel = self.add_weight(name="carry_kernel", shape=(dim, dim), initializer=init)
         self.carry_bias = self.add_weight(name="carry_bias", shape=(dim,), initializer=carry_init)
         self.transform_kernel = self.add_weight(name="transform_kernel", shape=(dim, dim),
@@ -64,5 +65,10 @@ class Highway(keras.layers.Layer):
         config = super().get_config()
         config["kernel_initializer"] = (keras.initializers.serialize(self.kernel_initializer)
                                         if self.kernel_initializer is not None else None)
-        config["zero_init"] = self.zero_init
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("zero_init", None)  # written by releases that kept it in the config
+        return cls(**config)

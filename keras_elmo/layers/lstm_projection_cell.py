@@ -9,14 +9,22 @@ constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips b
 
 Feature-major: a step works on states with one column per batch row, `h` `(P, batch)` and
 `c` `(U, batch)`, and the cell stores its kernels `(out, in)`: `W_x` `(4U, in)`, `W_h`
-`(4U, P)`, `W_p` `(P, U)`, so every product of a step is `W @ state`. Measured against
-the batch-major `h @ W` with `(in, out)` kernels (2-core AMD EPYC, one thread per product,
-two at once as the two directions run; `benchmarks/matmul_layouts.py`), the products with a
-wide output and a narrow input ran up to 1.9x faster with AVX2 kernels and 1.2x with AVX512
-ones, and none slower; the gates split into four blocks of whole rows, without a copy. The
-layout is the cell's own business: `logical_kernels()`, `logical_weights()`, Keras weight
-files and `keras_elmo.formats.weight_file` all see `(in, out)`. (A SavedModel holds the
-variables as stored: its `recurrent_kernel` is `(4U, P)`.)
+`(4U, P)`, `W_p` `(P, U)`, so every product of a step is `W @ state` and the gates split
+into four blocks of whole rows without a copy. On CPU these are the faster products for
+batches of rows (docs/performance.md, "LSTM kernel layout"). The layout is the cell's own
+business: `logical_kernels()`, `logical_weights()`, Keras weight files and
+`keras_elmo.formats.weight_file` all see `(in, out)`. (A SavedModel holds the variables as
+stored: its `recurrent_kernel` is `(4U, P)`.)
+
+A batch of one row is bound by reading the kernels from memory, and a row times a kernel is
+read fastest in the kernel's `(in, out)` order: a one-row step computes `x^T W^T`. A frozen
+float32 cell (`trainable=False`, the weights fixed) traced for one row keeps `(in, out)`
+copies of `W_h` and `W_p` for those steps (`one_row_kernels`, made at that trace: twice the
+two kernels' memory, 160 MiB at the published size), so the product streams them in their
+own order. The copies are made again whenever the cell's weights are loaded
+(`load_own_variables`, `set_logical_weights`, the weight-file loader) or it is frozen again;
+weights assigned to a frozen cell by hand (`variable.assign`, `Model.set_weights`) reach the
+copies with `refresh_one_row_kernels()`. Nothing saves or exports them.
 """
 
 import collections
@@ -34,25 +42,23 @@ from keras_elmo import constants
 #: projection before its clip `h_raw` `(P, batch)`.
 StepValues = collections.namedtuple("StepValues", ["h", "c", "z", "c_raw", "h_raw"])
 
+#: The two kernels a step reads, `W_h` and `W_p`: as stored `(out, in)` (`in_out` False), or
+#: the `(in, out)` copies of a frozen cell's one-row steps (`in_out` True).
+StepKernels = collections.namedtuple("StepKernels", ["recurrent", "projection", "in_out"])
+
 #: The cell's kernels, stored `(out, in)` (module docstring).
 _KERNEL_NAMES = ("input_kernel", "recurrent_kernel", "projection_kernel")
 
 
-def kernel_product(kernel, x, one_row=False, in_out=False):
-    """`kernel @ x`: a kernel times feature-major `x` `(in, batch)`.
+def _product(kernel, x, in_out):
+    """`kernel @ x` for a feature-major `x` `(in, batch)` -> `(out, batch)`.
 
-    The kernel is stored `(out, in)` (the cell's layout), or `(in, out)` with `in_out`
-    (a copy made for one-row batches: `OneRowKernels`). With `one_row` (`x` is `(in, 1)`,
-    the same bytes as the row `(1, in)`) it is computed as `x^T kernel^T` (or `x^T kernel`):
-    oneDNN's one-row product with the kernel's rows as its columns streamed the published
-    `W_h` 2.0x faster in bfloat16 and 1.1x in float32 than `kernel @ x`, which is the faster
-    of the two for 8 rows or more (2-core AMD EPYC, AVX512_BF16); in float32 with oneDNN,
-    `x^T kernel` from an `(in, out)` copy streams faster still (`OneRowKernels`).
-
-    Returns:
-        `(out, batch)`.
+    `kernel` is stored `(out, in)`, or `(in, out)` with `in_out`. For one row (`x` `(in, 1)`,
+    the same bytes as the row `(1, in)`) the product is the row times the kernel read in its
+    `(in, out)` order (`x^T W^T`, or `x^T W` from a copy): one-row products are bound by the
+    kernel's bytes, and that order streams them fastest (module docstring).
     """
-    if not one_row:
+    if x.shape[-1] != 1:
         return tf.matmul(kernel, x, transpose_a=in_out)
     row = tf.reshape(x, (1, -1))  # (1, in): no copy
     return tf.reshape(tf.matmul(row, kernel, transpose_b=not in_out), (-1, 1))  # (out, 1)
@@ -74,8 +80,9 @@ class LSTMProjectionCell(keras.layers.Layer):
         cell_clip: float or None, clip value of `c`.
         proj_clip: float or None, clip value of `h`.
         kernel_initializer: initializer of the three kernels (`"glorot_uniform"`).
-        zero_init: bool, create the kernels as zeros instead of drawing them: for a cell
-            whose weights a file fills next (`BiLM.from_weights`).
+        zero_init: bool, create the kernels as zeros instead of drawing them, for a cell
+            whose weights a file fills next (`BiLM.from_weights`). How this object is built,
+            not what it is: not in the config, so a cell rebuilt from it draws its weights.
         **kwargs: base layer arguments.
 
     Weights: `input_kernel` `(4 * units, input_dim)`, `recurrent_kernel` `(4 * units,
@@ -104,12 +111,13 @@ class LSTMProjectionCell(keras.layers.Layer):
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.zero_init = bool(zero_init)
+        self._zero_init = bool(zero_init)
+        self._one_row_copies = _Copies()
 
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
         gate_dim = constants.NUM_GATES * self.units
-        kernel_init = "zeros" if self.zero_init else self.kernel_initializer
+        kernel_init = "zeros" if self._zero_init else self.kernel_initializer
         # (out, in); Glorot's limit is the same either way round.
         self.input_kernel = self.add_weight(
             name="input_kernel", shape=(gate_dim, input_dim), initializer=kernel_init)
@@ -144,39 +152,69 @@ class LSTMProjectionCell(keras.layers.Layer):
         # The bias joins after the reshape, on the gate axis (4U, 1, ...).
         return gates + tf.reshape(bias, [-1] + [1] * (len(inputs.shape) - 1))
 
-    def step(self, input_gates, state, kernels=None, one_row=False, in_out=False):
-        """One step: returns the new `(h, c)` (see `step_values`).
-
-        `kernels` is `kernels()`'s value; a loop reads it once and passes it to every step
-        (read here when None).
-        """
-        kernels = self.kernels() if kernels is None else kernels
-        values = self.step_values(input_gates, state, kernels, one_row, in_out)
+    def step(self, input_gates, state):
+        """One step: returns the new `(h, c)` (see `step_values`)."""
+        values = self.step_values(input_gates, state)
         return values.h, values.c
 
-    def step_values(self, input_gates, state, kernels, one_row=False, in_out=False):
+    def step_values(self, input_gates, state, kernels=None):
         """The one definition of a step (class docstring), in plain ops, feature-major.
 
         Args:
             input_gates: `(4 * units, batch)`, this step's `W_x x + b` (forget bias included).
             state: `(h, c)` of shapes `(projection_dim, batch)` and `(units, batch)`.
-            kernels: `(W_h, W_p)` as stored, `(4U, P)` and `(P, U)` (`kernels()`).
-            one_row: bool, the batch has one row: the same numbers from the products that
-                are faster for one row (`kernel_product`).
-            in_out: bool, `kernels` are `(in, out)` copies of the stored ones, `(P, 4U)`
-                and `(U, P)` (`OneRowKernels`).
+            kernels: `StepKernels` to read, or None for `step_kernels(batch)` of this
+                state's batch. A loop reads them once and passes them to every step; the
+                hand-written backward pass passes the tensors it differentiates.
 
         Returns:
             `StepValues`: the new `h`, `c` and the unclipped values of this step.
         """
-        w_h, w_p = kernels
         h, c = state
-        z = input_gates + kernel_product(w_h, h, one_row, in_out)  # (4U, batch)
+        if kernels is None:
+            kernels = self.step_kernels(h.shape[-1])
+        z = input_gates + _product(kernels.recurrent, h, kernels.in_out)  # (4U, batch)
         i, f, g, o = self.gate_activations(z)  # blocks i, f, c, o
         c_raw = f * c + i * g  # the forget bias is already in input_gates
         c = self.clip_cell(c_raw)
-        h_raw = kernel_product(w_p, o * tf.tanh(c), one_row, in_out)  # (P, batch)
+        h_raw = _product(kernels.projection, o * tf.tanh(c), kernels.in_out)  # (P, batch)
         return StepValues(self.clip_projection(h_raw), c, z, c_raw, h_raw)
+
+    def step_kernels(self, batch=None):
+        """The `StepKernels` a step of `batch` rows reads (None: a batch size not known).
+
+        The `(in, out)` copies for a batch of one row in a traced function of a frozen
+        float32 cell (module docstring), made now if they are not yet; the stored kernels
+        otherwise.
+        """
+        if batch == 1 and self._keeps_one_row_copies():
+            if not self._one_row_copies:
+                with tf.init_scope():  # made eagerly, also while a function is traced
+                    self._one_row_copies.make(self)
+            return StepKernels(*self._one_row_copies.variables, in_out=True)
+        return StepKernels(tf.convert_to_tensor(self.recurrent_kernel),
+                           tf.convert_to_tensor(self.projection_kernel), in_out=False)
+
+    def _keeps_one_row_copies(self):
+        """Whether one-row steps read copies: traced, frozen, float32 (module docstring)."""
+        return (not self.trainable and self.compute_dtype == "float32"
+                and not tf.executing_eagerly())
+
+    def refresh_one_row_kernels(self):
+        """Makes the one-row copies again from the weights as they are now (no-op without
+        copies); the loaders and a new freeze do it themselves (module docstring)."""
+        if self._one_row_copies:
+            self._one_row_copies.refresh(self)
+
+    @property
+    def trainable(self):
+        return keras.layers.Layer.trainable.fget(self)
+
+    @trainable.setter
+    def trainable(self, value):
+        keras.layers.Layer.trainable.fset(self, value)
+        if not value and hasattr(self, "_one_row_copies"):  # the weights may have changed
+            self.refresh_one_row_kernels()
 
     @staticmethod
     def gate_activations(z):
@@ -201,16 +239,10 @@ class LSTMProjectionCell(keras.layers.Layer):
         """Width of the inputs the cell was built for."""
         return int(self.input_kernel.shape[1])
 
-    def kernels(self):
-        """`(W_h, W_p)` as stored, what every step reads: `(4U, P)` and `(P, U)`."""
-        return (tf.convert_to_tensor(self.recurrent_kernel),
-                tf.convert_to_tensor(self.projection_kernel))
-
     def logical_kernels(self):
         """`(W_h, W_p)` of shapes `(P, 4U)` and `(U, P)`, `(in, out)` (transposed copies,
         differentiable with respect to the variables)."""
-        w_h, w_p = self.kernels()
-        return tf.transpose(w_h), tf.transpose(w_p)
+        return tf.transpose(self.recurrent_kernel), tf.transpose(self.projection_kernel)
 
     def logical_array(self, variable):
         """One of the cell's variables as a numpy array, a kernel `(in, out)`."""
@@ -234,6 +266,7 @@ class LSTMProjectionCell(keras.layers.Layer):
                 raise ValueError(f"{variable.path}: expected shape {expected} (in, out); "
                                  f"received {np.shape(value)}.")
             variable.assign(np.transpose(value) if flip else value)
+        self.refresh_one_row_kernels()
 
     def _is_kernel(self, variable):
         """True for one of the kernels, which the cell stores `(out, in)`."""
@@ -254,6 +287,41 @@ class LSTMProjectionCell(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units, projection_dim=self.projection_dim,
                       cell_clip=self.cell_clip, proj_clip=self.proj_clip,
-                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-                      zero_init=self.zero_init)
+                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("zero_init", None)  # written by releases that kept it in the config
+        return cls(**config)
+
+
+class _Copies:
+    """The `(in, out)` copies of a cell's `W_h` and `W_p`: plain `tf.Variable`s held outside
+    Keras' and TensorFlow's tracking, so no checkpoint, weight file or export holds them."""
+
+    __slots__ = ("variables",)
+
+    def __init__(self):
+        self.variables = ()
+
+    def __bool__(self):
+        return bool(self.variables)
+
+    def make(self, cell):
+        # Made under `tf.init_scope` while a function is traced; without lifting, a
+        # `tf.function` does not count them as its own and traces once, not twice.
+        self.variables = tuple(
+            tf.Variable(tf.transpose(kernel), trainable=False, name=f"{cell.name}_{name}_in_out",
+                        experimental_enable_variable_lifting=False)
+            for name, kernel in _copied(cell))
+
+    def refresh(self, cell):
+        for copy, (_, kernel) in zip(self.variables, _copied(cell)):
+            copy.assign(tf.transpose(kernel))
+
+
+def _copied(cell):
+    """The kernels a one-row step reads, as stored `(out, in)`, with their names."""
+    return (("recurrent", cell.recurrent_kernel), ("projection", cell.projection_kernel))

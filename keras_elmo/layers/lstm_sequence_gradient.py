@@ -1,8 +1,9 @@
 """The training loop of one biLSTM layer, with a gradient written for the whole sequence.
 
-`ResidualBiLSTM` runs this when its caller passes `sequence_gradient=True`: every direction
-of one layer advances in one time loop (docs/model.md section 3), and the backward pass is a
-second, hand-written time loop instead of TensorFlow's autodiff of the first. Autodiff of a `tf.while_loop` pushes
+`ResidualBiLSTM` runs this when it is called with `training=True` (stateless): every
+direction of one layer advances in one time loop (docs/model.md section 3), and the backward
+pass is a second, hand-written time loop instead of TensorFlow's autodiff of the first.
+Autodiff of a `tf.while_loop` pushes
 every intermediate of every step onto a stack and multiplies out the weight gradients at
 every step; here:
 
@@ -21,10 +22,10 @@ every step; here:
 The forward loop runs the cell's own step (`LSTMProjectionCell.step_values`), and the
 backward pass takes the gate activations and clips from the cell too: the same numbers as
 the plain loop and the same gradients as its autodiff, to float32 rounding
-(tests/test_lstm_gradient.py). Initial states are zero (stateless). `ResidualBiLSTM` runs
-this loop when its caller asks for it (`sequence_gradient=True`, what the training step
-does); otherwise it runs the plain loop, whose autodiff works everywhere, a SavedModel
-included.
+(tests/test_lstm_gradient.py). Initial states are zero (stateless). Outside training
+`ResidualBiLSTM` runs the plain loop, whose autodiff works everywhere, a SavedModel
+included (a `tf.custom_gradient` inside a saved time loop breaks every `GradientTape` call
+of the loaded function).
 
 Example:
 >>> outputs = run_layer_with_sequence_gradient(cells, gates)  # doctest: +SKIP
@@ -32,6 +33,8 @@ Example:
 """
 
 import tensorflow as tf
+
+from keras_elmo.layers.lstm_projection_cell import StepKernels
 
 
 def run_layer_with_sequence_gradient(cells, gates):
@@ -48,8 +51,8 @@ def run_layer_with_sequence_gradient(cells, gates):
     """
     kernels = []
     for cell in cells:
-        kernels += list(cell.kernels())  # as stored: (4U, P), (P, U)
-    return list(_make_layer(cells)(*gates, *kernels))
+        kernels += [cell.recurrent_kernel, cell.projection_kernel]  # as stored: (4U, P), (P, U)
+    return list(_make_layer(cells)(*gates, *(tf.convert_to_tensor(k) for k in kernels)))
 
 
 def _inside(x, clip):
@@ -123,7 +126,7 @@ def _forward(cells, gates, w_h, w_p):
     def body(t, states, saved):
         new_states, new_saved = [], {key: [] for key in saved}
         for k, (cell, state) in enumerate(zip(cells, states)):
-            step = cell.step_values(gates[k][:, t], state, (w_h[k], w_p[k]))
+            step = cell.step_values(gates[k][:, t], state, StepKernels(w_h[k], w_p[k], False))
             new_states.append((step.h, step.c))
             for key in ("z", "c_raw", "h_raw"):
                 new_saved[key].append(saved[key][k].write(t, getattr(step, key)))

@@ -3,14 +3,15 @@
 import keras
 import tensorflow as tf
 
+from keras_elmo import constants
+from keras_elmo.formats.options import BiLMOptions, as_options
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
-from keras_elmo.layers.one_row_kernels import OneRowKernels
-from keras_elmo.formats.options import BiLMOptions, as_options
+from keras_elmo.validation import check_fraction, check_int
 
-_DIRECTIONS = ("forward", "backward")
 #: Columns (steps x batch rows) of input gates the plain loop computes at once, per
-#: direction: 64 MiB at the published 4 x 4096 gates (see `_run_cells`).
+#: direction (64 MiB at the published 4 x 4096 gates): a long sentence's gates are never
+#: all held at once, and larger chunks were no faster (docs/performance.md).
 GATE_COLUMNS = 1024
 
 
@@ -24,6 +25,16 @@ class ResidualBiLSTM(keras.layers.Layer):
     while the `h` fed back into its next step excludes `x`. Per time step only `W_h h` is
     computed inside the loop; `W_x x` is one matmul over all steps, and both directions of a
     layer advance in the same loop.
+
+    How it runs is chosen from what the call sees, once per trace; every choice gives the
+    same numbers:
+    - `training=True` (stateless): each layer runs the loop whose backward pass is written
+      for whole sequences (`keras_elmo.layers.lstm_sequence_gradient`), faster to
+      differentiate than autodiff of the plain loop. Otherwise the plain loop, whose
+      autodiff works everywhere (a SavedModel traced for inference included).
+    - A batch of one row (its size known when traced) runs the one-row steps of
+      `LSTMProjectionCell` (a frozen float32 encoder's read `(in, out)` kernel copies); a
+      batch size known only when the function runs chooses between the two loops then.
 
     Stateless by default: every sentence starts from zero `(h, c)`. With `stateful=True`
     each batch row starts from the final state its row reached in the previous call (taken
@@ -40,35 +51,20 @@ class ResidualBiLSTM(keras.layers.Layer):
         dropout: float in [0, 1), dropout on every layer's input when `training=True`.
         stateful: bool, carry `(h, c)` across calls per batch row (False).
         max_batch_size: int, rows of the stored state when `stateful` (128).
-        zero_init: bool, create the cells' kernels as zeros instead of drawing them: for an
-            encoder whose weights a file fills next (`BiLM.from_weights`).
+        zero_init: bool, create the cells' kernels as zeros instead of drawing them, for an
+            encoder a weight file fills next (`BiLM.from_weights`); not in the config.
         **kwargs: base layer arguments.
 
     Call arguments:
         inputs: float `(batch, num_tokens, projection_dim)`.
         mask: bool `(batch, num_tokens)`, True on real tokens, which come first in each row.
             Defaults to all True.
+        training: bool, enables dropout (and the training loop, see above).
         skip_boundary_steps: bool, for inputs framed as `<S> t1 ... tn </S>` whose outputs
             at the frame are not read (`BiLM`, the training objective): each direction
             skips its final step (the forward `</S>`, the backward `<S>`; one step of
             `T` less work), and the forward half at each row's last real position and the
             backward half at position 0 are zero. Stateless encoders only.
-        training: bool, enables dropout.
-        sequence_gradient: bool, run each layer through the loop whose backward pass is
-            written for whole sequences (`keras_elmo.layers.lstm_sequence_gradient`): the
-            training step asks for it (1.4x faster backward). False (the default) runs the
-            plain loop, whose autodiff gives the same gradients and which every graph that
-            outlives the process (a SavedModel) must use. Stateless encoders only.
-        one_row: which products the plain loop uses. None (the default): those of a one-row
-            batch (`LSTMProjectionCell.step_values`) when the batch has one row, chosen at
-            tracing when the batch size is known then, else by a `tf.cond`, so a function
-            traced for any batch size holds both loops (what an export needs). False: the
-            products of several rows whatever the batch (the same numbers; a traced
-            function holds one loop and traces in about half the time). True: the batch
-            must have one row (checked at tracing when known, else when it runs).
-        one_row_kernels: a `OneRowKernels` of this encoder, or None: the one-row loop reads
-            the kernels from its `(in, out)` copies (faster: see `OneRowKernels`), as they
-            were at their last `refresh()`. Batches of several rows ignore it.
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -88,20 +84,17 @@ class ResidualBiLSTM(keras.layers.Layer):
         super().__init__(**kwargs)
         checked = BiLMOptions(lstm_units=units, projection_dim=projection_dim,
                               num_layers=num_layers, cell_clip=cell_clip, proj_clip=proj_clip)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); received {dropout}.")
-        if stateful and (not isinstance(max_batch_size, int) or max_batch_size < 1):
-            raise ValueError(f"max_batch_size must be a positive int; received {max_batch_size!r}.")
         self.units = checked.lstm_units
         self.projection_dim = checked.projection_dim
         self.num_layers = checked.num_layers
         self.cell_clip = checked.cell_clip
         self.proj_clip = checked.proj_clip
         self.use_skip_connections = bool(use_skip_connections)
-        self.dropout = float(dropout)
+        self.dropout = check_fraction("dropout", dropout)
         self.stateful = bool(stateful)
-        self.max_batch_size = int(max_batch_size)
-        self.zero_init = bool(zero_init)
+        self.max_batch_size = (check_int("max_batch_size", max_batch_size) if stateful
+                               else int(max_batch_size))
+        self._zero_init = bool(zero_init)
         self.supports_masking = True
         if self.dropout > 0:
             self.seed_generator = keras.random.SeedGenerator(seed=None)
@@ -119,17 +112,17 @@ class ResidualBiLSTM(keras.layers.Layer):
             raise ValueError(f"ResidualBiLSTM expects inputs (batch, tokens, "
                              f"{self.projection_dim}); received {tuple(input_shape)}.")
         # cells[direction][layer]
-        self.cells = {d: [] for d in _DIRECTIONS}
-        for direction in _DIRECTIONS:
+        self.cells = {d: [] for d in constants.DIRECTIONS}
+        for direction in constants.DIRECTIONS:
             for layer in range(self.num_layers):
                 cell = LSTMProjectionCell(self.units, self.projection_dim, self.cell_clip,
-                                          self.proj_clip, zero_init=self.zero_init,
+                                          self.proj_clip, zero_init=self._zero_init,
                                           name=f"{direction}_layer_{layer}",
                                           dtype=self.dtype_policy)
                 cell.build((None, self.projection_dim))
                 self.cells[direction].append(cell)
         if self.stateful:
-            shape = (self.num_layers, len(_DIRECTIONS), self.max_batch_size)
+            shape = (self.num_layers, len(constants.DIRECTIONS), self.max_batch_size)
             self.state_h = self.add_weight(name="state_h", shape=shape + (self.projection_dim,),
                                            initializer="zeros", trainable=False)
             self.state_c = self.add_weight(name="state_c", shape=shape + (self.units,),
@@ -141,26 +134,14 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_h.assign(tf.zeros_like(self.state_h))
             self.state_c.assign(tf.zeros_like(self.state_c))
 
-    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
-             sequence_gradient=False, one_row=None, one_row_kernels=None):
-        for flag, value in (("skip_boundary_steps", skip_boundary_steps),
-                            ("sequence_gradient", sequence_gradient)):
-            if value and self.stateful:
-                raise ValueError(f"{flag}=True needs a stateless ResidualBiLSTM: a stateful one "
-                                 "carries the state after every row's last step; received "
-                                 "stateful=True.")
+    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False):
+        if skip_boundary_steps and self.stateful:
+            raise ValueError("skip_boundary_steps=True needs a stateless ResidualBiLSTM: a "
+                             "stateful one carries the state after every row's last step; "
+                             "received stateful=True.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        static_batch = inputs.shape[0]
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
-        one_row = _one_row_products(one_row, inputs.shape[0])
-        if one_row_kernels is not None:
-            if not isinstance(one_row_kernels, OneRowKernels):
-                raise ValueError(f"one_row_kernels must be a OneRowKernels or None; received "
-                                 f"{type(one_row_kernels).__name__}.")
-            one_row_kernels.check_encoder(self)
-        if one_row and inputs.shape[0] is None:  # checked before any step runs
-            with tf.control_dependencies([tf.debugging.assert_equal(
-                    batch, 1, message="one_row=True needs a batch of one row")]):
-                inputs = tf.identity(inputs)
         if mask is None:
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
@@ -169,6 +150,7 @@ class ResidualBiLSTM(keras.layers.Layer):
         # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
         num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
         initial = self._initial_states(batch)
+        sequence_gradient = bool(training) and not self.stateful
         finals = []
         # Feature-major inside, (features, T, batch): every product is `W @ x` (see
         # LSTMProjectionCell) and a step's slice of the gates is (4U, batch).
@@ -178,16 +160,17 @@ class ResidualBiLSTM(keras.layers.Layer):
         keep = self._kept_positions(mask, lengths, num_tokens, skip_boundary_steps)
         outputs = []
         for layer in range(self.num_layers):
-            cells = [self.cells[d][layer] for d in _DIRECTIONS]
+            cells = [self.cells[d][layer] for d in constants.DIRECTIONS]
             dropped = [self._dropout(x, training) for x in layer_inputs]
             if sequence_gradient:
                 gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
-                row_kernels = (None if one_row_kernels is None else
-                               [one_row_kernels.kernels[d][layer] for d in _DIRECTIONS])
-                hs, states = _run_cells_for_batch(cells, dropped, lengths, initial[layer],
-                                                  self.stateful, one_row, batch, row_kernels)
+                # Read once per trace; a frozen encoder's one-row copies (LSTMProjectionCell)
+                # only when the batch is one row as traced, not in a branch for one row.
+                kernels = [cell.step_kernels(static_batch) for cell in cells]
+                hs, states = _run_cells_for_batch(cells, kernels, dropped, lengths,
+                                                  initial[layer], self.stateful)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -223,14 +206,14 @@ class ResidualBiLSTM(keras.layers.Layer):
         (`(P, batch)`, `(U, batch)`)."""
         if not self.stateful:
             zeros = self.cells["forward"][0].zero_state(batch)
-            return [[zeros] * len(_DIRECTIONS) for _ in range(self.num_layers)]
+            return [[zeros] * len(constants.DIRECTIONS) for _ in range(self.num_layers)]
         tf.debugging.assert_less_equal(
             batch, self.max_batch_size,
             message=f"stateful ResidualBiLSTM got a batch larger than max_batch_size="
                     f"{self.max_batch_size}")
         return [[(tf.transpose(self.state_h[layer, d, :batch]),
                   tf.transpose(self.state_c[layer, d, :batch]))
-                 for d in range(len(_DIRECTIONS))] for layer in range(self.num_layers)]
+                 for d in range(len(constants.DIRECTIONS))] for layer in range(self.num_layers)]
 
     def _store_states(self, finals, batch):
         """Keeps each row's final `(h, c)`, stored batch-major `(L, 2, max_batch, ...)`."""
@@ -253,8 +236,14 @@ class ResidualBiLSTM(keras.layers.Layer):
                       num_layers=self.num_layers, cell_clip=self.cell_clip,
                       proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
                       dropout=self.dropout, stateful=self.stateful,
-                      max_batch_size=self.max_batch_size, zero_init=self.zero_init)
+                      max_batch_size=self.max_batch_size)
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("zero_init", None)  # written by releases that kept it in the config
+        return cls(**config)
 
 
 def _reverse(x, lengths):
@@ -262,70 +251,60 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
-def _one_row_products(one_row, static_batch):
-    """The call's `one_row` as a bool, or None for "decide by one `tf.cond` when it runs"
-    (the batch size unknown at tracing); refuses `one_row=True` for a known larger batch."""
-    if not (one_row is None or isinstance(one_row, bool)):
-        raise ValueError(f"one_row must be None, True or False; received {one_row!r}.")
-    if one_row is None:
-        return None if static_batch is None else static_batch == 1
-    if one_row and static_batch not in (None, 1):
-        raise ValueError(f"one_row=True needs a batch of one row; received a batch of "
-                         f"{static_batch} rows.")
-    return one_row
+def _run_cells_for_batch(cells, kernels, inputs, lengths, initial_states,
+                         freeze_after_length):
+    """`_run_cells` for the batch as traced: the one-row steps when it is one row, the
+    batched ones when it is several, and a `tf.cond` between the two when its size is known
+    only at run time (the one-row branch sees a static batch of 1)."""
+    static_batch = inputs[0].shape[-1]
+    if static_batch is not None:
+        return _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length)
+
+    def one_row():
+        # Reshapes give the branch a static batch of 1 (`tf.ensure_shape` would too, but
+        # grappler may fold the shape it asserts into the predicate's input).
+        rows = [tf.reshape(x, (x.shape[0], -1, 1)) for x in inputs]  # (in, T, 1)
+        states = [tuple(tf.reshape(s, (s.shape[0], 1)) for s in state)
+                  for state in initial_states]
+        return _run_cells(cells, kernels, rows, tf.reshape(lengths, (1,)), states,
+                          freeze_after_length)
+
+    def several_rows():
+        return _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length)
+
+    return tf.cond(tf.equal(tf.shape(inputs[0])[-1], 1), one_row, several_rows)
 
 
-def _run_cells_for_batch(cells, inputs, lengths, initial_states, freeze_after_length,
-                         one_row, batch, row_kernels=None):
-    """`_run_cells` with the products of a one-row batch or not (`one_row` a bool), or
-    either by one `tf.cond` around the loop on the run's batch size (`one_row` None); the
-    one-row loop reads `row_kernels` (`(in, out)` copies) when given."""
-    def run(one_row):
-        return _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row,
-                          row_kernels if one_row else None)
-
-    if one_row is not None:
-        return run(one_row)
-    return tf.cond(tf.equal(batch, 1), lambda: run(True), lambda: run(False))
-
-
-def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_row=False,
-               row_kernels=None):
+def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length):
     """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
     differentiates it).
 
     The input gates `W_x x + b` are computed for `GATE_COLUMNS` columns (steps x rows) at a
     time, one chunk of steps after the other, so a long sentence's gates are never held at
-    once. Measured at the published size, 22 positions (2-core AMD EPYC, both directions),
-    1,024 columns against 256: batch 32 0.304 against 0.327 s per call with AVX512 kernels
-    (0.496 against 0.511 with AVX2 ones), batch 64 0.578 against 0.626 s; 28 MiB more per
-    direction at batch 32 (a whole sentence, 44 MiB).
+    once. A batch of one row (as traced) reads each chunk's gates time-major, a step's gates
+    a contiguous row, and runs the cells' one-row products.
 
     Args:
         cells: list of `LSTMProjectionCell`.
+        kernels: list of each cell's `StepKernels`.
         inputs: list of feature-major `(input_dim, T, batch)`, each cell's inputs, real
             steps first.
         lengths: int32 `(batch,)`.
         initial_states: list of `(h, c)`, one per cell, `(P, batch)` and `(U, batch)`.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
-        one_row: bool, the batch has one row (`LSTMProjectionCell.step_values`).
-        row_kernels: None, or (with `one_row`) per cell the `(in, out)` copies of `W_h`
-            and `W_p`, `(P, 4U)` and `(U, P)`, read instead of the stored kernels
-            (`OneRowKernels`).
 
     Returns:
         `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
         states a list of `(h, c)`.
     """
+    one_row = inputs[0].shape[-1] == 1
     num_steps, batch = tf.shape(inputs[0])[1], tf.shape(inputs[0])[2]
     # steps whose input gates exist at once (a batch of no rows runs its steps one by one)
     chunk = tf.maximum(GATE_COLUMNS // tf.maximum(batch, 1), 1)
     outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
-                              element_shape=(cell.projection_dim, None)) for cell in cells]
-    in_out = row_kernels is not None  # the one-row loop reads the copies, not the stored
-    kernels = ([tuple(tf.convert_to_tensor(k) for k in pair) for pair in row_kernels] if in_out
-               else [cell.kernels() for cell in cells])
+                              element_shape=(cell.projection_dim, inputs[0].shape[-1]))
+               for cell in cells]
 
     def chunk_body(start, states, outputs):
         stop = tf.minimum(start + chunk, num_steps)
@@ -340,8 +319,8 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
 
         def step_body(t, states, outputs):
             new_states, new_outputs = [], []
-            for cell, gate, state, out, kernel in zip(cells, gates, states, outputs, kernels):
-                h, c = cell.step(step_gates(gate, t), state, kernel, one_row, in_out)
+            for cell, kernel, gate, state, out in zip(cells, kernels, gates, states, outputs):
+                h, c = cell.step_values(step_gates(gate, t), state, kernel)[:2]
                 new_outputs.append(out.write(t, h))
                 if freeze_after_length:
                     running = (t < lengths)[tf.newaxis, :]  # (1, batch)
@@ -349,9 +328,8 @@ def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, one_
                 new_states.append((h, c))
             return t + 1, new_states, new_outputs
 
-        # Two steps at a time: a step's gate slice (a copy, 2 MiB at batch 32) is made at
-        # most one step ahead; TensorFlow's default of 10 held 31 MiB more at the peak
-        # (published size, batch 32) for no speed.
+        # Two steps at a time: a step's gate slice (a copy) is made at most one step ahead;
+        # TensorFlow's default of 10 held more memory at the peak for no speed.
         _, states, outputs = tf.while_loop(lambda t, *_: t < stop, step_body,
                                            (start, states, outputs), parallel_iterations=2)
         return stop, states, outputs

@@ -5,18 +5,13 @@ language_model.LanguageModel`) is a head over a `BiLM`, and the trained run's `B
 very object that is written to weights.hdf5, exported and wrapped by `ElmoLayer`.
 """
 
-import weakref
-
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_elmo import constants
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.text.characters import token_mask, token_to_char_ids
 from keras_elmo.formats.options import as_options
-from keras_elmo.layers.one_row_kernels import OneRowKernels
-from keras_elmo.process.cpu_setup import onednn_enabled
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
 
@@ -37,12 +32,14 @@ class BiLM(keras.Model):
         dropout: float in [0, 1), dropout on every LSTM layer's input when called with
             `training=True` (the training recipe's 0.1; inference never drops).
         zero_init: bool, create every weight a published weight file holds as zeros instead
-            of drawing it: for a biLM that a file fills next (`from_weights` sets it; the
+            of drawing it, for a biLM that a file fills next (`from_weights` sets it: the
             process then holds one copy of the model, not random draws plus the file's).
+            How this object is built, not what it is: not in the config, so a biLM rebuilt
+            from its config (`from_config`, `keras.models.clone_model`) draws its weights.
         **kwargs: `keras.Model` arguments (`name`, `dtype`). `dtype` is every sublayer's
             policy too: `dtype="bfloat16"` keeps the weights (half the memory) and computes
-            in bfloat16, an explicit reduced-precision option (see the README's measured
-            section for its speed and its difference to float32); the default is float32.
+            in bfloat16, an explicit reduced-precision option (docs/performance.md has its
+            speed and its difference to float32); the default is float32.
 
     Call arguments:
         char_ids: int32 `(batch, num_tokens, max_characters_per_token)` from
@@ -100,7 +97,6 @@ class BiLM(keras.Model):
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
         self.dropout = float(dropout)
-        self.zero_init = bool(zero_init)
         self.token_embedder = token_embedder
         self.contextual_encoder = contextual_encoder
 
@@ -129,9 +125,8 @@ class BiLM(keras.Model):
         """Size of every representation: `2 * projection_dim`."""
         return self.options.output_dim
 
-    # === Entry point for precomputed token vectors (see keras_elmo.formats.token_cache) ===
-    def layers_from_token_embeddings(self, token_embeddings, mask, one_row=None,
-                                     one_row_kernels=None):
+    # === Entry point for precomputed token vectors (keras_elmo.TokenEmbeddingCache) ===
+    def layers_from_token_embeddings(self, token_embeddings, mask):
         """The biLM's outputs from context-insensitive token vectors instead of char ids.
 
         Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
@@ -143,11 +138,6 @@ class BiLM(keras.Model):
             token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
                 boundaries); values at padded positions are ignored.
             mask: bool `(batch, T)`, True on real tokens, which come first in each row.
-            one_row: None, True or False: the biLSTM's loop for one-row batches, chosen by
-                the batch size (None) or fixed (`ResidualBiLSTM`'s `one_row`).
-            one_row_kernels: None, or a `keras_elmo.layers.OneRowKernels` of
-                `contextual_encoder`: `(in, out)` copies of the recurrent kernels that the
-                one-row loop reads instead (faster; see `ResidualBiLSTM`).
 
         Returns:
             the same dict as calling the model: `"layers"` float32
@@ -174,40 +164,13 @@ class BiLM(keras.Model):
         framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
         framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
         lstm_layers = self.contextual_encoder(
-            framed, mask=framed_mask, skip_boundary_steps=not self.stateful,
-            one_row=one_row, one_row_kernels=one_row_kernels)  # (batch, L, T + 2, 2P)
+            framed, mask=framed_mask,
+            skip_boundary_steps=not self.stateful)  # (batch, L, T + 2, 2P)
         layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
         all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
         remove_boundaries = self.get_layer("remove_sentence_boundaries")
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         return {"layers": layers, "mask": mask}
-
-    def traced_layers_from_token_embeddings(self):
-        """`layers_from_token_embeddings` as traced functions, for callers that run it on
-        many batches (`TokenEmbeddingCache`, `keras-elmo embed`).
-
-        Returns a `TracedTokenLayers`, called `(vectors, mask) -> layers`: float32
-        `(batch, T, P)` and bool `(batch, T)` (numpy or tensors) to float32
-        `(batch, L + 1, T, 2P)`. A batch of one row runs one traced function (`.one_row`),
-        any other batch another (`.rows`; `one_row=True` / `False`), each traced once for
-        every `T` on its first use: neither holds the other's loop, so each traces and
-        starts in about half the time of one function traced for both (published size,
-        AVX2 kernels: 0.24 + 0.30 s instead of 0.36 + 0.47 s for trace and first call).
-        The functions hold the biLM weakly (a cache keyed by the biLM may keep them).
-
-        For callers whose weights no longer change: in float32 with oneDNN's kernels on
-        (keras-elmo's setting on every AVX2 CPU), the one-row function reads the LSTM
-        kernels from `(in, out)` copies (`keras_elmo.layers.OneRowKernels`, made on its first
-        use: 160 MiB at the published size), 1.15x faster at one row. After the biLM's
-        weights change, call `.refresh()` (the copies are made again).
-
-        Example (a tiny biLM: `P = 8`, `L + 1 = 3`):
-        >>> bilm = BiLM(BiLMOptions.tiny())
-        >>> layers = bilm.traced_layers_from_token_embeddings()
-        >>> layers(np.zeros((3, 4, 8), "float32"), np.ones((3, 4), bool)).shape
-        TensorShape([3, 3, 4, 16])
-        """
-        return TracedTokenLayers(self)
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
@@ -216,57 +179,13 @@ class BiLM(keras.Model):
     def get_config(self):
         return {"options": self.options.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "dropout": self.dropout,
-                "zero_init": self.zero_init, "name": self.name,
+                "name": self.name,
                 "trainable": self.trainable,
                 # The sublayers hold the biLM's policy (a functional model keeps float32).
                 "dtype": keras.dtype_policies.serialize(self.token_embedder.dtype_policy)}
 
     @classmethod
     def from_config(cls, config):
+        config = dict(config)
+        config.pop("zero_init", None)  # written by releases that kept it in the config
         return cls(**config)
-
-
-class TracedTokenLayers:
-    """`BiLM.layers_from_token_embeddings` traced twice: `one_row` for batches of one row
-    (reading `OneRowKernels` copies of the recurrent kernels), `rows` for any other (see
-    `BiLM.traced_layers_from_token_embeddings`)."""
-
-    def __init__(self, bilm):
-        self._model = weakref.ref(bilm)
-        self._kernels = None  # OneRowKernels, made when the one-row function is traced
-        specs = [tf.TensorSpec([None, None, bilm.options.projection_dim], tf.float32),
-                 tf.TensorSpec([None, None], tf.bool)]
-
-        def traced(one_row):
-            # No autograph: the model's control flow is TensorFlow ops already.
-            return tf.function(
-                lambda vectors, mask: self._model().layers_from_token_embeddings(
-                    vectors, mask, one_row=one_row,
-                    one_row_kernels=self._one_row_kernels() if one_row else None)["layers"],
-                input_signature=specs, autograph=False)
-
-        self.one_row, self.rows = traced(True), traced(False)
-
-    def __call__(self, vectors, mask):
-        if len(vectors) == 1:
-            self._one_row_kernels()  # made before the trace (made during it, it retraces)
-            return self.one_row(vectors, mask)
-        return self.rows(vectors, mask)
-
-    def refresh(self):
-        """Copies the recurrent kernels for one-row batches again (after the biLM's weights
-        changed); nothing to do before the first one-row batch."""
-        if self._kernels is not None:
-            self._kernels.refresh()
-
-    def _one_row_kernels(self):
-        """The copies the one-row function reads, made on first use, where they are faster:
-        float32 with oneDNN's kernels on. None elsewhere: the one-row products read the
-        stored layout faster with TensorFlow's Eigen kernels (oneDNN off; 0.93x with the
-        copies, AVX2 kernels) and in bfloat16 (0.57x with them, AVX512_BF16)."""
-        encoder = self._model().contextual_encoder
-        if (self._kernels is None and encoder.compute_dtype == "float32"
-                and onednn_enabled()):
-            with tf.init_scope():  # made eagerly, also while the function is traced
-                self._kernels = OneRowKernels(encoder)
-        return self._kernels

@@ -1,9 +1,9 @@
 """Helpers of a running keras-elmo process, none of them about the model:
 
-    atomic_file.py     write to a temporary name, rename when complete
-    cpu_threads.py     TensorFlow's thread layout for a biLM, set before TensorFlow starts
-    process_memory.py  resident memory, malloc retention, which allocator is in use
-    progress.py        one progress line on stderr
+    atomic_file.py        write to a temporary name, rename when complete
+    cpu_setup.py          TensorFlow's CPU settings for a biLM (threads, oneDNN), the one place
+    tensorflow_import.py  importing TensorFlow as the command does: those settings, no noise
+    progress.py           one progress line on stderr
 
 None imports TensorFlow at module level.
 """

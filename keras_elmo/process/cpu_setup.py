@@ -1,48 +1,43 @@
-"""The CPU at hand, and TensorFlow's CPU settings for a biLM, chosen before TensorFlow starts.
+"""TensorFlow's CPU settings for a biLM, chosen before TensorFlow starts: the one place.
 
 TensorFlow reads two kinds of settings from environment variables once, when its runtime
-starts: the thread layout (`keras_elmo.process.cpu_threads`) and whether its oneDNN kernels
-are on (`TF_ENABLE_ONEDNN_OPTS`). Left to itself, TensorFlow 2.21 turns oneDNN on only on
-CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and runs its Eigen kernels elsewhere: on every
-AVX2-only CPU (most Zen 2/3 cloud machines, many laptops). For a biLM, oneDNN's kernels are
-the faster ones on both classes, so `set_cpu_defaults()` turns oneDNN on wherever the CPU has
-AVX2. A variable the user has set is never changed, and `describe_cpu()` prints what is in
-effect and who chose it.
+starts, and `set_cpu_defaults()` sets both, each unless the user has set it:
 
-Measured with this release's model (2-core AMD EPYC with AVX512_BF16, 2 rounds each, one
-after the other; `benchmarks/train_throughput.py --sizes small`, `benchmarks/inference.py`,
-published size), oneDNN off -> on:
-- AVX2 behaviour (`ONEDNN_MAX_CPU_ISA=AVX2`, matmul 241-247 GFLOP/s): small training
-  4,121-4,175 -> 8,406-8,987 tokens/s (2.1x); inference batch 32 893-901 -> 982-992 (+10%),
-  batch 1 221-226 -> 156-182 (oneDNN's per-op cost shows on one-row products); model peak
-  1,121-1,123 -> 1,128-1,164 MiB. On is chosen: training and batches gain far more than
-  batch 1 loses; a server of single sentences on an AVX2 CPU may set
-  `TF_ENABLE_ONEDNN_OPTS=0` itself.
-- AVX512 (TensorFlow's own default is on): small training 4,515-4,740 -> 11,631-12,567;
-  batch 32 1,286-1,402 -> 1,468-1,538; batch 1 163-214 -> 176-218; peak 1,123-1,126 ->
-  1,144-1,172 MiB.
-`TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` (oneDNN's large blocks from malloc, not its pool) cost
-7-16% at batch 32 for no measurable memory (1,134-1,142 vs 1,128-1,150 MiB): not set.
+- **The thread layout.** A biLM is two independent chains of small ops (the forward and the
+  backward LSTM, step by step). TensorFlow's default gives every op all the cores, so the two
+  chains take turns and each small product is split across cores that mostly wait; giving
+  each op half the cores and running two ops at once lets the directions advance side by
+  side, faster in training and inference (`default_thread_layout`).
+- **oneDNN's kernels.** Left to itself, TensorFlow 2.21 turns them on only on CPUs with
+  AVX512_VNNI, AVX512_BF16 or AMX, and runs its Eigen kernels elsewhere: on every AVX2-only
+  CPU (most Zen 2/3 cloud machines, many laptops). For a biLM oneDNN's kernels are the faster
+  ones on both classes in training and in batches (at one row they cost a little: a server
+  of single sentences on an AVX2 CPU may set `TF_ENABLE_ONEDNN_OPTS=0` itself), so they are
+  turned on wherever the CPU has AVX2.
 
-`native_bfloat16()` says whether bfloat16 runs in hardware here (AVX512_BF16 or AMX_BF16,
-with oneDNN's kernels on and not capped below them); elsewhere TensorFlow emulates bfloat16,
-measured 10x slower than float32 at batch 1 and 3.1-3.8x at batch 32 (published size), 1.8x
-in training, and `bfloat16_cost_note()` says so in one line. `check_bfloat16_runs()` refuses
-the one setting where TensorFlow would abort instead (an AVX512_BF16 CPU with oneDNN capped
+docs/performance.md ("CPU classes and oneDNN", "Threads") has the figures behind both.
+`describe_cpu()` prints what is in effect and who chose it. Where the CPU has no native
+bfloat16 TensorFlow emulates it, several times slower than float32: `native_bfloat16()`
+tells, `bfloat16_cost_note()` says so in one line, and `check_bfloat16_runs()` refuses the
+one setting where TensorFlow would abort instead (an AVX512_BF16 CPU with oneDNN capped
 below bfloat16).
 
-This module imports nothing heavy: call it first thing.
+This module imports nothing heavy: call it first thing (the `keras-elmo` command and
+`keras_elmo.process.tensorflow_import.import_tensorflow` do).
 
 Example:
 >>> settings = set_cpu_defaults()  # before TensorFlow runs anything  # doctest: +SKIP
 >>> print(describe_cpu())  # doctest: +SKIP
 cpu: avx2 avx512f avx512_bf16; oneDNN on (TensorFlow's default here); threads: 1 per op, 2 ops at once (of 2 cores)
+>>> default_thread_layout(cores=2)
+(1, 2)
+>>> default_thread_layout(cores=16)
+(8, 2)
 """
 
 import logging
 import os
 
-from keras_elmo.process.cpu_threads import describe_thread_layout, set_default_thread_layout
 
 #: The CPU flags that decide TensorFlow's kernels and bfloat16 speed, as /proc/cpuinfo names
 #: them.
@@ -57,6 +52,11 @@ _BFLOAT16_ISA_MARKS = ("BF16", "FP16", "AMX", "AVX10")
 #: TensorFlow's switch of its oneDNN kernels, and oneDNN's own cap on its instruction set.
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+#: TensorFlow's variables: threads one op may use, ops that may run at once.
+INTRA_OP_VARIABLE = "TF_NUM_INTRAOP_THREADS"
+INTER_OP_VARIABLE = "TF_NUM_INTEROP_THREADS"
+#: Independent chains of a biLM: the forward and the backward direction.
+NUM_CHAINS = 2
 #: The oneDNN value `set_cpu_defaults` chose in this process, for `describe_cpu` (None: it
 #: chose nothing, TensorFlow's default or the user's value is in effect).
 _chosen = {"onednn": None}
@@ -76,10 +76,8 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
 
 def native_bfloat16(flags=None, environ=None):
     """True when bfloat16 runs in hardware here: the CPU has AVX512_BF16 or AMX_BF16,
-    TensorFlow's oneDNN kernels are on (its other bfloat16 kernels emulate it: on this
-    project's AVX512_BF16 EPYC with `TF_ENABLE_ONEDNN_OPTS=0`, published-size inference ran
-    10x slower than float32 at batch 1 and 3.1x at batch 32), and `ONEDNN_MAX_CPU_ISA`, if
-    set, leaves oneDNN an instruction set with bfloat16."""
+    TensorFlow's oneDNN kernels are on (its other bfloat16 kernels emulate it), and
+    `ONEDNN_MAX_CPU_ISA`, if set, leaves oneDNN an instruction set with bfloat16."""
     environ = os.environ if environ is None else environ
     flags = cpu_flags() if flags is None else flags
     return (_has_bfloat16_flag(flags) and onednn_enabled(environ, flags)
@@ -118,10 +116,10 @@ def bfloat16_cost_note(flags=None, environ=None, training=False):
     else:
         why = (f"no native bfloat16 with {ONEDNN_ISA_VARIABLE}="
                f"{environ.get(ONEDNN_ISA_VARIABLE)}")
-    cost = ("measured 1.8x slower than float32 in training (small preset, 2 cores)" if training
-            else "measured 10x slower than float32 at batch 1 and 3.1-3.8x at batch 32 "
-                 "(published size)")
-    return f"{why}: TensorFlow emulates it, {cost}; float32 is the faster choice here"
+    cost = ("several times slower than float32 in training" if training
+            else "several times slower than float32, most at batch 1")
+    return (f"{why}: TensorFlow emulates it, {cost} (docs/performance.md); float32 is the "
+            "faster choice here")
 
 
 def warn_if_bfloat16_is_emulated(flags=None, environ=None, training=False):
@@ -215,3 +213,53 @@ def describe_cpu(environ=None, flags=None):
     capped = f", {ONEDNN_ISA_VARIABLE}={isa}" if isa else ""
     return (f"cpu: {names}; oneDNN {state} ({who}{capped}); "
             f"{describe_thread_layout(environ)}")
+
+
+def usable_cores():
+    """Cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_thread_layout(cores=None):
+    """`(intra_op, inter_op)`: each op gets `cores / 2` threads, two ops run at once (module
+    docstring).
+
+    Args:
+        cores: int or None (this process's usable cores).
+    """
+    cores = usable_cores() if cores is None else int(cores)
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1; received {cores}.")
+    return max(1, cores // NUM_CHAINS), NUM_CHAINS
+
+
+def set_default_thread_layout(environ=None, cores=None):
+    """Sets `default_thread_layout()` as TensorFlow's thread variables, unless set already.
+
+    Has an effect only before TensorFlow's runtime starts (its first op). Either variable
+    set by the user keeps both as the user left them.
+
+    Args:
+        environ: mapping to update (default `os.environ`).
+        cores: int or None (this process's usable cores).
+
+    Returns:
+        dict: the two variables' values in effect (an unset one: TensorFlow's default).
+    """
+    environ = os.environ if environ is None else environ
+    if INTRA_OP_VARIABLE not in environ and INTER_OP_VARIABLE not in environ:
+        intra, inter = default_thread_layout(cores)
+        environ[INTRA_OP_VARIABLE], environ[INTER_OP_VARIABLE] = str(intra), str(inter)
+    return {name: environ.get(name, "TensorFlow's default")
+            for name in (INTRA_OP_VARIABLE, INTER_OP_VARIABLE)}
+
+
+def describe_thread_layout(environ=None):
+    """One line for a report: `"threads: 1 per op, 2 ops at once (of 2 cores)"`."""
+    environ = os.environ if environ is None else environ
+    intra = environ.get(INTRA_OP_VARIABLE, "all")
+    inter = environ.get(INTER_OP_VARIABLE, "TensorFlow's default")
+    return f"threads: {intra} per op, {inter} ops at once (of {usable_cores()} cores)"

@@ -1,4 +1,4 @@
-"""The CPU thread layout: half the cores per op, two ops at once, user settings kept."""
+"""`keras_elmo.process.cpu_setup`: the thread layout of a biLM (both directions side by side)."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from keras_elmo.process import cpu_threads
+from keras_elmo.process import cpu_setup as cpu_threads
 
 
 @pytest.mark.parametrize("cores, layout", [(1, (1, 2)), (2, (1, 2)), (3, (1, 2)), (16, (8, 2))])

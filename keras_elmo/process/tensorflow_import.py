@@ -1,26 +1,26 @@
-"""The command line's TensorFlow import: no native start-up noise, no unused extras.
+"""Importing TensorFlow as the `keras-elmo` command does: its CPU settings, no start-up noise.
 
-Loading TensorFlow's C++ runtime writes a few lines to file descriptor 2 that no Python
-setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
+`import_tensorflow()` is how the command line, the example scripts and the benchmarks start:
 
-    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
-    I0000 00:00:1795451024.523114 3125 cudart_stub.cc:31] Could not find cuda drivers ...
+- the thread layout and the oneDNN choice for a biLM (`keras_elmo.process.cpu_setup`), and
+  `TF_CPP_MIN_LOG_LEVEL=3` (TensorFlow's C++ log lines: "failed call to cuInit" on a machine
+  without a GPU, oneDNN's DT_BOOL fallback notice, ...), each unless the user set it;
+- the few lines TensorFlow's native runtime writes to file descriptor 2 while it loads,
+  which no Python setting (`TF_CPP_MIN_LOG_LEVEL` included) removes, e.g.
 
-`import_tensorflow()` imports TensorFlow with exactly those lines held back and everything
-else passed through; after the import, stderr is the terminal or file it was, untouched.
-Then it hands back the library pages the import touched and a biLM never reads again
-(`keras_elmo.process.library_pages`: a quarter of a published-size embed's peak memory).
-During the import, `IPython`, `matplotlib`, `PIL` and `scipy` look absent: Keras imports the
-first three when they are installed (for notebook display, image galleries and image files,
-which no command uses), TensorFlow's legacy Keras 2 code scipy (for sparse arrays given to
-its `fit`); each import is optional there. IPython and matplotlib were 0.4-0.6 s of every
-command's start-up (measured: `import tensorflow` 2.07-2.18 s with them, 1.56-1.77 s
-without), PIL and scipy another 0.2 s (`import tensorflow, keras` 1.74-1.89 -> 1.57-1.68 s;
-`requests`, which TensorFlow imports unconditionally, cannot be left out). They stay
-importable afterwards; only the command's process is concerned.
-Every subcommand that needs TensorFlow calls it once its own argument checks have passed
-(so that a bad argument is one line and no TensorFlow start-up). `KERAS_ELMO_TF_STARTUP_LOG=1`
-turns the filter off.
+      WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+      I0000 00:00:1795451024.523114 3125 cudart_stub.cc:31] Could not find cuda drivers ...
+
+  are held back, everything else passes through; after the import, stderr is the terminal or
+  file it was, untouched (`KERAS_ELMO_TF_STARTUP_LOG=1` shows them);
+- while it imports, `IPython`, `matplotlib`, `PIL` and `scipy` look absent: Keras imports the
+  first three when they are installed (for notebook display, image galleries and image
+  files), TensorFlow's legacy Keras 2 code scipy (for sparse arrays given to its `fit`), each
+  import optional there and used by no command. Left out, they cost neither start-up time
+  nor anonymous memory (docs/performance.md, "Start-up"); they stay importable afterwards.
+
+Call it before anything imports TensorFlow; a library user who wants only the CPU settings
+calls `keras_elmo.process.cpu_setup.set_cpu_defaults()`.
 
 Example:
 >>> tf = import_tensorflow()  # doctest: +SKIP
@@ -33,7 +33,7 @@ import re
 import sys
 import threading
 
-from keras_elmo.process.library_pages import release_library_pages
+from keras_elmo.process.cpu_setup import set_cpu_defaults
 
 #: Lines written by TensorFlow's native runtime while it loads.
 NOISE = re.compile(
@@ -44,22 +44,30 @@ NOISE = re.compile(
     r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate "
     r"compiler flags\.")
 _ENVIRONMENT_SWITCH = "KERAS_ELMO_TF_STARTUP_LOG"
-#: Packages Keras imports if present and no command uses (see the module docstring).
+#: Packages Keras imports if present and no command uses (module docstring).
 UNUSED_EXTRAS = ("IPython", "matplotlib", "PIL", "scipy")
 
 
+def set_start_defaults():
+    """Sets the CPU settings (`set_cpu_defaults`) and `TF_CPP_MIN_LOG_LEVEL=3`, each unless
+    the user set it; returns the CPU settings in effect. Has an effect only before
+    TensorFlow starts."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    return set_cpu_defaults()
+
+
 def import_tensorflow():
-    """Imports TensorFlow (once) with its native start-up lines filtered, then releases the
-    library pages it touched (`release_library_pages`); returns the module."""
+    """`set_start_defaults()`, then imports TensorFlow (once) with its native start-up lines
+    filtered (module docstring); returns the module."""
     if "tensorflow" in sys.modules:
         return importlib.import_module("tensorflow")
+    set_start_defaults()
     with _without(UNUSED_EXTRAS):
         if os.environ.get(_ENVIRONMENT_SWITCH):
             tf = importlib.import_module("tensorflow")
         else:
             with _filtered_fd2():
                 tf = importlib.import_module("tensorflow")
-    release_library_pages()
     return tf
 
 

@@ -1,0 +1,41 @@
+"""Checks of user-given numbers, one wording for every entry point.
+
+Imports nothing heavy: the command line runs these before TensorFlow loads.
+
+Example:
+>>> check_int("batch_size", 64)
+64
+>>> check_int("max_tokens", None, optional=True) is None
+True
+>>> check_int("batch_size", 0)
+Traceback (most recent call last):
+...
+ValueError: batch_size must be a positive int; received 0.
+"""
+
+
+def check_int(name, value, minimum=1, optional=False, hint=""):
+    """`value` if it is an int >= `minimum` (None too when `optional`), else a ValueError.
+
+    Args:
+        name: how the caller knows the value (`"batch_size"`, `"--max-tokens"`).
+        value: what was received.
+        minimum: the least value allowed (1).
+        optional: None is allowed (and returned) too.
+        hint: a sentence appended to the message (what the value means).
+    """
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        expected = ("a positive int" if minimum == 1 else f"an int >= {minimum}") + (
+            " or None" if optional else "")
+        raise ValueError(f"{name} must be {expected}; received {value!r}."
+                         + (f" {hint}" if hint else ""))
+    return value
+
+
+def check_fraction(name, value):
+    """`float(value)` if it is in [0, 1) (a dropout rate), else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1); received {value!r}.")
+    return float(value)
