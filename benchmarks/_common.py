@@ -19,18 +19,19 @@ load before: 1.23 0.65 0.28 (1, 5, 15 min) on 2 cores
 
 import math
 import os
-import resource
 import statistics
 import sys
 import time
 
-from keras_elmo.process.cpu_setup import describe_cpu, set_cpu_defaults
+from keras_elmo.process.cpu_setup import describe_cpu
+from keras_elmo.process.tensorflow_import import import_tensorflow, set_start_defaults
 
 #: The environment the benchmark was started with, before the lines below change it: what a
 #: peer runs in (`_peers.py`), so that it keeps its own defaults.
 STARTING_ENVIRONMENT = dict(os.environ)
-# Before TensorFlow starts: the thread layout and oneDNN setting of the `keras-elmo` command.
-set_cpu_defaults()
+# Before TensorFlow starts, as the `keras-elmo` command starts: its thread layout and oneDNN
+# setting, and TF_CPP_MIN_LOG_LEVEL=3, each unless set in the environment.
+set_start_defaults()
 
 #: Side of the square float32 matmul used as the reference rate.
 MATMUL_SIZE = 2048
@@ -106,7 +107,7 @@ def time_call(fn, *args):
 class MatmulProbe:
     """Plain `n x n` float32 `tf.matmul`s, two independent ones per call, timed one sample
     at a time. Two side by side measure the whole machine under either thread layout
-    (`keras_elmo.process.cpu_threads`: with one thread per op, one product uses one core).
+    (`keras_elmo.process.cpu_setup`: with one thread per op, one product uses one core).
 
     Call `sample()` between a benchmark's own samples so the reference rate sees the same
     load; `matmul_gflops()` is the stand-alone version. One sample runs as many products as
@@ -125,7 +126,7 @@ class MatmulProbe:
     """
 
     def __init__(self, n=MATMUL_SIZE, min_seconds=0.5, seed=0):
-        import tensorflow as tf
+        tf = import_tensorflow()
 
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"matmul size must be a positive int; received {n!r}.")
@@ -169,11 +170,3 @@ def matmul_gflops(n=MATMUL_SIZE, repeats=5, min_seconds=0.5):
     for _ in range(repeats):
         probe.sample()
     return median_spread(probe.samples)[0]
-
-
-# --- memory --------------------------------------------------------------------------------
-def peak_memory_mb():
-    """Peak resident memory of this process so far, in MB (`ru_maxrss`)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # Linux reports kilobytes, macOS bytes.
-    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0

@@ -3,19 +3,24 @@
 Times each command from process start to exit (Python start-up, imports, weight loading,
 reading, embedding, writing the HDF5 file) on the first `--sentences` x SCALE lines of
 People's Daily held-out text (`--data`, wrapping around when the file is shorter), with
-the published-size biLM and random weights written by our own writer (the files of
-`benchmarks/inference.py`, reused when present). Rates are the corpus' whitespace tokens
-per wall-clock second; peak memory is the child process's peak resident set (`wait4`'s
-`ru_maxrss`). In each round the commands run one after the other, their order alternating
-between rounds; the load is printed before and after every run.
+the `--config` biLM (published size by default) and random weights written by our own
+writer (the files of `benchmarks/inference.py`, reused when present). Rates are the
+corpus' whitespace tokens per wall-clock second. Memory is the command's peak anonymous
+memory (`RssAnon` of `/proc/<pid>/status`: what it allocated itself, not the pages of
+mapped libraries), with its peak RSS beside, both sampled every 10 ms while it runs and
+summed over the child and every process it starts (a peer's wrapper script and its Python
+alike: `_memory_sampler.MemorySampler`). In each round the commands run one after the
+other, their order alternating between rounds; the load is printed before and after every
+run.
 
 The peer is given as a command that takes `OPTIONS WEIGHTS IN.txt OUT.hdf5` (for example
 a wrapper around AllenNLP 0.9.0's `ElmoEmbedder.embed_file`, batch 64, all layers) with
-`--peer-command "..."`; it runs at `--peer-scales` only (at about 100 tokens/s, 16x the
-300 sentences takes it over 20 minutes). Without `--peer-command` only ours is timed.
+`--peer-command "..."`; it runs at `--peer-scales` only (the peer is slow: its runs at
+large scales take long, docs/performance.md). Without `--peer-command` only ours is timed.
 
-Reported per scale: median tokens/s with the range, peak MiB (largest of the runs), the
-ratio ours/peer of the medians, and seconds per 1,000 tokens (flat = linear in corpus size).
+Reported per scale: median tokens/s with the range, the peak anonymous memory and peak RSS
+(largest of the runs), the ratio ours/peer of the medians, and seconds per 1,000 tokens
+(flat = linear in corpus size).
 The issue's goals: >= 3x the peer's tokens/s at 300 sentences, <= 1,280 MiB peak and below
 the peer's, time linear and memory flat over 1x / 4x / 16x.
 
@@ -35,10 +40,14 @@ import time
 _PEER_ENVIRONMENT = dict(os.environ)  # before _common sets our thread layout and oneDNN
 
 from _common import doc_parser, format_samples, median_spread, print_load, report  # noqa: E402
+from _memory import peak_text  # noqa: E402
+from _memory_sampler import MemorySampler  # noqa: E402
 from inference import published_files  # noqa: E402
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DEFAULT_DATA = os.path.join(_ROOT, "data", "people_daily", "heldout.txt")
+#: Seconds between two samples of a command's memory.
+_SAMPLE_INTERVAL = 0.01
 
 
 def parse_args(argv):
@@ -57,9 +66,13 @@ def parse_args(argv):
     parser.add_argument("--peer-scales", type=int, nargs="*", default=[1],
                         help="scales the peer runs at (1)")
     parser.add_argument("--ours-args", default="",
-                        help="extra arguments of `keras-elmo embed` (e.g. '--max-tokens 1024')")
+                        help="extra arguments of `keras-elmo embed` (e.g. '--max-tokens 1024', "
+                             "or '--max-tokens none' for no budget)")
+    parser.add_argument("--config", default="published", choices=("published", "small", "tiny"),
+                        help="BiLMOptions preset of the random model (default: published)")
     parser.add_argument("--model-dir", default=None,
-                        help="where the published-size random model is written/reused")
+                        help="where the random model is written/reused (default: "
+                             "$TMPDIR/keras-elmo-bench-CONFIG)")
     parser.add_argument("--keep", action="store_true", help="keep the corpora and outputs")
     args = parser.parse_args(argv)
     if args.sentences < 1 or min(args.scales) < 1 or args.repeats < 1:
@@ -81,13 +94,26 @@ def write_corpus(source, num_lines, path):
     return sum(len(line.split()) for line in chosen)
 
 
-def run_measured(command, env):
-    """`(wall seconds, peak MiB, CPU seconds)` of one child (`wait4`'s `ru_maxrss`, KiB on
-    Linux; user + system time, steadier than wall time on a busy machine)."""
+def run_measured(command, env, interval=_SAMPLE_INTERVAL):
+    """Runs one command; returns `(wall seconds, figures, CPU seconds)`: `figures` the peak
+    anonymous memory and peak RSS in MiB (`{"anon", "rss"}`) of the command's processes
+    together, sampled every `interval` seconds; CPU seconds are user + system time of the
+    child and the processes it waited for (`wait4`), steadier than wall time on a busy
+    machine.
+
+    Example:
+    >>> seconds, peak, cpu = run_measured(["sleep", "0.1"], os.environ)
+    >>> peak["rss"] >= peak["anon"] > 0
+    True
+    """
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env=env)
-    stderr = process.stderr.read()
+    with MemorySampler(process.pid, interval, tree=True) as sampler:
+        stderr = process.stderr.read()
+        # Exited but not reaped: the id cannot belong to another process while sampled.
+        os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        figures = sampler.peak()
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -95,12 +121,12 @@ def run_measured(command, env):
     if process.returncode != 0:
         raise RuntimeError(f"{shlex.join(command)} failed ({process.returncode}): "
                            f"{stderr.decode('utf-8', 'replace')[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
+    return seconds, figures, usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None):
     args = parse_args(argv)
-    options_file, weight_file = published_files("published", args.model_dir)
+    options_file, weight_file = published_files(args.config, args.model_dir)
     work = tempfile.mkdtemp(prefix="keras-elmo-embed-corpus-")
     corpora = {}
     for scale in sorted(set(args.scales)):
@@ -120,7 +146,7 @@ def main(argv=None):
     if args.peer_command:
         report("command allennlp", shlex.join(commands["allennlp"]("IN", "OUT.hdf5")))
     print_load("before")
-    results = {}  # (name, scale) -> list of (seconds, peak MiB)
+    results = {}  # (name, scale) -> list of (seconds, {"anon", "rss"} peak MiB, CPU seconds)
     smallest = min(args.scales)
     for scale in sorted(set(args.scales)):
         path, tokens = corpora[scale]
@@ -136,9 +162,9 @@ def main(argv=None):
                 load_after = os.getloadavg()[0]
                 results.setdefault((name, scale), []).append((seconds, peak, cpu))
                 report(f"run {name} {scale}x round {round_index + 1}",
-                       f"{seconds:.1f} s, {tokens / seconds:,.1f} tokens/s, peak "
-                       f"{peak:,.0f} MiB, {cpu:.1f} CPU s (load {load_before:.2f} -> "
-                       f"{load_after:.2f})")
+                       f"{seconds:.1f} s, {tokens / seconds:,.1f} tokens/s, "
+                       f"{peak_text(peak.get('anon', 0.0), peak.get('rss', 0.0))}, "
+                       f"{cpu:.1f} CPU s (load {load_before:.2f} -> {load_after:.2f})")
                 if not args.keep:
                     os.remove(out)
     print_load("after")
@@ -148,8 +174,9 @@ def main(argv=None):
         rates = [tokens / s for s, _, _ in runs]
         seconds = median_spread([s for s, _, _ in runs])[0]
         cpu = median_spread([c for _, _, c in runs])[0]
-        report(f"{name} {scale}x", f"{format_samples(rates, 'tokens/s')}, peak "
-                                   f"{max(p for _, p, _ in runs):,.0f} MiB, "
+        anon, rss = (max(p.get(key, 0.0) for _, p, _ in runs) for key in ("anon", "rss"))
+        report(f"{name} {scale}x", f"{format_samples(rates, 'tokens/s')}, "
+                                   f"{peak_text(anon, rss)} (largest of the runs), "
                                    f"{1000 * seconds / tokens:.2f} s and "
                                    f"{1000 * cpu / tokens:.2f} CPU s per 1,000 tokens")
     for scale in sorted(set(args.scales)):

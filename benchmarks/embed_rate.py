@@ -8,15 +8,21 @@ tokens, 1..`--max-length`; words drawn Zipf-like from a vocabulary of random wor
 realistic character lengths, so that a batch repeats words as text does). In interleaved
 rounds (`--repeats`), with a 2048^3 matmul sample after each timed pass:
 
-    model alone      the biLM's `tf.function` on pre-built char-id batches of `--batch-size`
-                     sentences, formed as the embed path forms them (length-sorted within
-                     windows); outputs fetched to numpy. Nothing else is timed.
-    model, file order  (with `--file-order`) the same, batches in the file's order: what
-                     sorting by length saves.
+    model alone      `bilm(char_ids)` in a `tf.function` (one trace for every shape) on
+                     pre-built char-id batches formed as the embed path forms them
+                     (`BiLMRunner`: length-sorted within windows, at most `--batch-size`
+                     sentences and its default budget of padded positions); outputs fetched
+                     to numpy. Nothing else is timed.
+    model, file order  (with `--file-order`) the same on batches of `--batch-size` in the
+                     file's order: what sorting by length saves.
     embed file       `keras_elmo.embedding.embed_file.embed_file` on the text file, all
-                     layers, `--batch-size`: reading, tokenising, char ids, length
-                     bucketing, the model, HDF5 writing and `sentence_to_index` included
-                     (what `keras-elmo embed` runs after loading the model).
+                     layers, `--batch-size`, a new `TokenEmbeddingCache` each time (no
+                     vocabulary, as one `keras-elmo embed` run without one): reading,
+                     tokenising, the char CNN once per distinct token, length bucketing, the
+                     biLSTM, HDF5 writing and `sentence_to_index` included (what
+                     `keras-elmo embed` runs after loading the model).
+
+The biLM is frozen (`trainable = False`) after loading, as the embedders freeze theirs.
 
 Rates are the caller's tokens per second (the sentences' tokens; <S> and </S> not
 counted); the ratio is embed file / model alone, per round and of the medians. The issue's
@@ -32,13 +38,12 @@ import os
 import sys
 import tempfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
-
-from _common import (  # noqa: E402
+from _common import (
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
-from inference import published_files, random_sentences  # noqa: E402
+from inference import published_files, random_sentences
 
-from keras_elmo import constants  # noqa: E402
+from keras_elmo import constants
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
 
@@ -83,40 +88,34 @@ def corpus(num_sentences, median_length, max_length, vocab_size, rng):
 
 
 def model_batches(runner, sentences, sort):
-    """Char-id tensors of the batches the embed path forms (`sort`) or in file order."""
-    import tensorflow as tf
+    """Char-id tensors of the batches the embed path forms (`sort`: `runner`'s length-sorted
+    batches) or of `runner.batch_size` sentences in the file's order."""
+    import keras_elmo
 
-    order = list(enumerate(sentences))
-    window = runner.batch_size * runner.sort_batches
-    batches = []
-    for start in range(0, len(order), window):
-        chunk = order[start:start + window]
-        if sort:
-            chunk.sort(key=lambda item: len(item[1]))
-        for b in range(0, len(chunk), runner.batch_size):
-            batch = [tokens for _, tokens in chunk[b:b + runner.batch_size]]
-            batches.append(tf.constant(runner._char_ids(batch)))
-    return batches
+    tf = import_tensorflow()
+    if sort:
+        batches = [batch for _, batch in runner._sorted_batches(enumerate(sentences))]
+    else:
+        batches = [sentences[b:b + runner.batch_size]
+                   for b in range(0, len(sentences), runner.batch_size)]
+    chars = runner.bilm.options.max_characters_per_token
+    return [tf.constant(keras_elmo.batch_to_ids(batch, chars)) for batch in batches]
 
 
 def main(argv=None):
     args = parse_args(argv)
     print_load("before")
-    from keras_elmo.process.process_memory import limit_malloc_retention
-
-    limit_malloc_retention()  # as the command line does
     files = published_files(args.config, args.weights_dir)
     import numpy as np
-    import tensorflow as tf  # noqa: F401
+
+    tf = import_tensorflow()
 
     import keras_elmo
     from keras_elmo.embedding.bilm_runner import BiLMRunner
     from keras_elmo.embedding.embed_file import embed_file
-    from keras_elmo.process.library_pages import release_library_pages
-
-    release_library_pages()  # as the command line does after its imports
 
     bilm = keras_elmo.BiLM.from_weights(*files, dtype=args.dtype)
+    bilm.trainable = False  # as the embedders freeze theirs
     rng = np.random.default_rng(0)
     sentences = corpus(args.sentences, args.median_length, args.max_length, args.vocab_size,
                        rng)
@@ -130,10 +129,13 @@ def main(argv=None):
     runner = BiLMRunner(bilm, batch_size=args.batch_size)
     sorted_batches = model_batches(runner, sentences, sort=True)
     file_batches = model_batches(runner, sentences, sort=False) if args.file_order else None
+    chars = bilm.options.max_characters_per_token
+    infer = tf.function(lambda ids: bilm(ids, training=False)["layers"], autograph=False,
+                        input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
 
     def model_alone(batches):
         for ids in batches:
-            runner._infer(ids).numpy()
+            infer(ids).numpy()
 
     def embed():
         embed_file(bilm, text_file, output, batch_size=args.batch_size, output="all",

@@ -1,15 +1,16 @@
 """Export time and SavedModel size of the published configuration (random weights).
 
-Writes options.json + weights.hdf5 of `BiLMOptions.published()` with random weights, then
-times what `keras-elmo export MODEL_DIR OUT_DIR` does (read the weight file, build, trace
-the three signatures, save) `--repeats` times, interleaved with nothing else, and reports
-the median and range. Then measures, in a fresh process with TensorFlow only, the time to
+Writes options.json + weights.hdf5 of `BiLMOptions.published()` (or the `--config` preset)
+with random weights, then times what `keras-elmo export MODEL_DIR OUT_DIR` does (read the
+weight file, build, trace the three signatures, save) `--repeats` times, interleaved with
+nothing else, and reports the median and range. Then measures, in a fresh process with TensorFlow only, the time to
 `tf.saved_model.load` the export and to embed one sentence (a serving cold start).
 
 The machine is shared: the load average is printed first; compare runs only at similar load.
 
 Example:
     python benchmarks/export_size.py --workdir /tmp/elmo_export_bench
+    python benchmarks/export_size.py --config tiny --repeats 1   # a quick check that it runs
 """
 
 import argparse
@@ -49,12 +50,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--repeats", type=int, default=3, help="timed exports (default 3)")
+    parser.add_argument("--config", default="published", choices=("published", "small", "tiny"),
+                        help="BiLMOptions preset (default: published)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         print(f"export_size: error: --repeats must be >= 1; received {args.repeats}",
               file=sys.stderr)
         return 2
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from keras_elmo.process.tensorflow_import import import_tensorflow
+
+    import_tensorflow()  # as the keras-elmo command starts
     import keras_elmo
     from keras_elmo.export import export_from_files
     from keras_elmo.formats.weight_file import save_published
@@ -63,11 +68,11 @@ def main(argv=None):
     workdir = args.workdir or tempfile.mkdtemp(prefix="elmo_export_bench_")
     os.makedirs(workdir, exist_ok=True)
     model_dir = os.path.join(workdir, "model")
-    bilm = keras_elmo.BiLM(keras_elmo.BiLMOptions.published())
+    bilm = keras_elmo.BiLM(getattr(keras_elmo.BiLMOptions, args.config)())
     params = bilm.count_params()
     options_file, weight_file = save_published(bilm, model_dir)
     del bilm
-    print(f"published configuration: {params:,} parameters; weights.hdf5 "
+    print(f"{args.config} configuration: {params:,} parameters; weights.hdf5 "
           f"{os.path.getsize(weight_file) / 2**20:.1f} MB")
 
     seconds = []

@@ -13,28 +13,31 @@ benchmark in its own process (`_peers.py`) and prints, round by round, ours agai
 fastest peer (ours: the median of the round's calls, as the peer's figure is the median of
 its own). Then `--back-to-back` calls of each batch size in a row, nothing between
 them, as bilm-tf's own inference script and a server handling one request after another
-time it: the probes between interleaved calls evict what the caches held of the weights, which
-costs batch 1 most (measured: 263-273 interleaved vs 354-377 back to back on one machine).
-With batch 1, the line `batch 1, one-row kernels` times the path of `ElmoEmbedder` and
-`keras-elmo embed` (the char CNN, then `BiLM.traced_layers_from_token_embeddings()`, whose
-one-row loop reads `(in, out)` copies of the LSTM kernels: `keras_elmo.layers.OneRowKernels`)
-beside `bilm(char_ids)`. The target is >= 50% of the matmul rate at batch 32. `--breakdown`
-also times the char CNN (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`)
-on their own.
+time it: the probes between interleaved calls evict what the caches held of the weights,
+which costs batch 1 most (figures in docs/performance.md).
+
+With batch 1, two variants: `batch 1` is `bilm(char_ids)` as a user calls it, traced while
+the biLM is trainable, so its one-row loop reads the stored `(out, in)` kernels; `batch 1,
+embedders' path` is the path of `ElmoEmbedder` and `keras-elmo embed`: the char CNN, then
+`BiLM.layers_from_token_embeddings` in a `tf.function` whose batch dimension is statically
+1, traced after `bilm.trainable = False` (the embedders freeze their biLM), so each
+`LSTMProjectionCell` reads the `(in, out)` copies of its kernels it makes at that trace.
+The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char CNN
+(`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
 
 Weights (`--weights`): `file` (default) loads them as a user does, `BiLM.from_weights` on
 an options.json + weights.hdf5 written by our own writer (`save_published`) in a child
 process (so the writer's memory is not counted here) and kept in `--weights-dir` for the
 next run; `random` builds the model with its random initialisers.
 
-Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): the resident size right after
-`import tensorflow, keras`; the floor no model can go below (that, less the library pages
-the import touched and a biLM never reads again, released as the command line does:
-`keras_elmo.process.library_pages`; `--library-pages keep` keeps them); the size of the
-weights; then the peak of each stage (loading, the first calls of each batch size, the
-probes, the timed calls) and the process's peak, the largest of them.
-`keras_elmo.process.process_memory.limit_malloc_retention()` runs first, as in the
-`keras-elmo` command line (`--malloc default` leaves glibc's allocator as it is).
+Memory (MiB, Linux `/proc/self/status`, see `_memory.py`): per stage, the peak anonymous
+memory (`RssAnon`, what the process allocated: weights, activations, TensorFlow's buffers;
+sampled every 5 ms) with the RSS peak beside it (`VmHWM`: anonymous memory plus the pages of
+mapped files such as TensorFlow's libraries), and both at the stage's end. The stages: the
+imports (`import tensorflow, keras` as the `keras-elmo` command imports them, whose
+anonymous memory is the floor no model goes below), loading, the first calls of each
+variant, the probes, the timed calls; then the size of the weights, the model's peak
+(probes excluded) against floor + weights, and the process's peak, the largest of them.
 
 Batch 1 is bound by streaming the recurrent weights from memory (every step reads each
 direction's and layer's `W_h` `(P, 4D)` and `W_P` `(D, P)` once; the input product is one
@@ -69,18 +72,17 @@ import os
 import statistics
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
-
-from _common import (  # noqa: E402
+from _common import (
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
-from _memory import MemoryStages, StreamingProbe  # noqa: E402
-from _peers import Peers  # noqa: E402
+from _memory import MemoryStages, StreamingProbe, peak_text, tensorflow_allocator
+from _peers import Peers
 
-from keras_elmo import constants  # noqa: E402  (no TensorFlow: the memory floor stays)
+from keras_elmo import constants  # (no TensorFlow: the memory floor stays)
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
-#: The variant of batch 1 on the embedder's path (`embedder_path`).
-_ONE_ROW_KERNELS = "batch 1, one-row kernels"
+#: The variant of batch 1 on the embedders' path (`embedders_path`).
+_EMBEDDERS_PATH = "batch 1, embedders' path"
 #: Character lengths of English tokens (punctuation included), roughly as in running text.
 _TOKEN_LENGTHS = list(range(1, 14))
 _LENGTH_WEIGHTS = [16, 17, 20, 15, 10, 8, 7, 4, 3, 2, 1, 0.6, 0.4]
@@ -89,8 +91,12 @@ _MIB = float(1 << 20)
 #: Below this many bytes of recurrent weights, the caches hold them (32 MiB L3 here).
 _CACHE_BYTES = 64 << 20
 _PROBES = ("matmul probe", "streaming probe", "timed calls")
+#: The stage whose anonymous memory at its end is the floor no model goes below.
+_FLOOR = "import tensorflow + keras (the floor)"
 #: Run in a child process: writes a random-weight model in the published layout.
-_WRITE_MODEL = ("import sys, keras_elmo; from keras_elmo.formats.weight_file import save_published; "
+_WRITE_MODEL = ("import sys; from keras_elmo.process.tensorflow_import import import_tensorflow; "
+                "import_tensorflow(); import keras_elmo; "
+                "from keras_elmo.formats.weight_file import save_published; "
                 "save_published(keras_elmo.BiLM(getattr(keras_elmo.BiLMOptions, sys.argv[1])())"
                 ", sys.argv[2])")
 
@@ -152,13 +158,6 @@ def parse_args(argv):
                         help="a peer's inference benchmark, run once per round between ours "
                              "(repeatable; its output names tokens/s as 'b1x20 95.0 tok/s' or "
                              "'b1=41.6'; see _peers.py)")
-    parser.add_argument("--malloc", default="limited", choices=("limited", "default"),
-                        help="limited: keras_elmo.process.process_memory.limit_malloc_retention() "
-                             "first, as the command line does (default); default: glibc as is")
-    parser.add_argument("--library-pages", default="release", choices=("release", "keep"),
-                        help="release: keras_elmo.process.library_pages.release_library_pages() "
-                             "after the imports, as the command line does (default); keep: the "
-                             "pages TensorFlow's import touched stay resident")
     args = parser.parse_args(argv)
     for name in ("length", "repeats", "calls_per_round"):
         if getattr(args, name) < 1:
@@ -196,15 +195,29 @@ def round_medians(samples, calls_per_round):
             for i in range(0, len(samples), calls_per_round)]
 
 
-def embedder_path(bilm):
+def embedders_path(bilm):
     """`char_ids -> layers` at one row as `ElmoEmbedder` and `keras-elmo embed` run it: the
-    char CNN, then `BiLM.traced_layers_from_token_embeddings()`, whose one-row loop reads
-    `(in, out)` copies of the recurrent kernels (`keras_elmo.layers.OneRowKernels`)."""
-    import tensorflow as tf
+    char CNN, then `bilm.layers_from_token_embeddings(vectors, mask)["layers"]` in a
+    `tf.function` whose batch dimension is statically 1.
 
+    Trace it (its first call) after `bilm.trainable = False`, as the embedders freeze their
+    biLM: a frozen float32 biLM traced for one row reads `(in, out)` copies of the LSTM
+    kernels, made at that trace (`keras_elmo.layers.LSTMProjectionCell`).
+
+    Example:
+    >>> layers = embedders_path(bilm)  # doctest: +SKIP
+    >>> bilm.trainable = False  # doctest: +SKIP
+    >>> layers(keras_elmo.batch_to_ids([["a", "b"]])).shape  # doctest: +SKIP
+    TensorShape([1, 3, 2, 16])
+    """
+    tf = import_tensorflow()
+    dim = bilm.options.projection_dim
     encode = tf.function(lambda ids: (tf.cast(bilm.token_embedder(ids), tf.float32),
-                                      tf.reduce_any(ids != 0, axis=-1)))
-    layers = bilm.traced_layers_from_token_embeddings()
+                                      tf.reduce_any(ids != 0, axis=-1)), autograph=False)
+    layers = tf.function(
+        lambda vectors, mask: bilm.layers_from_token_embeddings(vectors, mask)["layers"],
+        input_signature=[tf.TensorSpec([1, None, dim], tf.float32),
+                         tf.TensorSpec([1, None], tf.bool)], autograph=False)
     return lambda ids: layers(*encode(ids))
 
 
@@ -212,29 +225,18 @@ def main(argv=None):
     args = parse_args(argv)
     print_load("before")
     stages = MemoryStages()
-    if args.malloc == "limited":
-        from keras_elmo.process.process_memory import limit_malloc_retention
-
-        limit_malloc_retention()
     if args.weights == "file":
         files = published_files(args.config, args.weights_dir)
     stages.mark("python start")
 
     import numpy as np
-    import tensorflow as tf
+
+    tf = import_tensorflow()
     import keras  # noqa: F401  (counted in the floor, as any Keras user imports it)
 
     import keras_elmo
 
-    keep = args.library_pages == "keep"
-    stages.mark("import tensorflow + keras" + (" (the floor)" if keep else ""))
-    if not keep:
-        from keras_elmo.process.library_pages import release_library_pages
-
-        print(f"library pages released after the imports: {release_library_pages():.0f} MiB")
-        stages.mark("library pages released (the floor)")
-    from keras_elmo.process.process_memory import tensorflow_allocator
-
+    stages.mark(_FLOOR)
     allocator = tensorflow_allocator()
     print(f"allocator of large tensors: {allocator}" + (
         " (oneDNN's pool keeps freed blocks for reuse: TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 returns "
@@ -260,8 +262,8 @@ def main(argv=None):
     infer = tf.function(lambda ids: bilm(ids, training=False))
     for b in args.batch_sizes:
         variants[f"batch {b}"] = (infer, inputs[b], b, flops["total"])
-    if 1 in args.batch_sizes:  # the embedder's one-row path: char CNN, then the copies' loop
-        variants[_ONE_ROW_KERNELS] = (embedder_path(bilm), inputs[1], 1, flops["total"])
+    if 1 in args.batch_sizes:  # the embedders' one-row path (traced frozen, below)
+        variants[_EMBEDDERS_PATH] = (embedders_path(bilm), inputs[1], 1, flops["total"])
     whole_model = list(variants)  # the variants compared with the peers, timed back to back
     if args.breakdown:
         encode_tokens = tf.function(lambda ids: bilm.token_embedder(ids))
@@ -275,7 +277,13 @@ def main(argv=None):
                 flops["char_cnn"] + flops["highway"] + flops["projection"])
             variants[f"batch {b} biLSTM"] = (encode_context, vectors, b, flops["bilstm"])
 
-    for name, (fn, x, _, _) in variants.items():  # warm-up: trace and one run each
+    # Warm-up: trace and run each variant twice. A traced graph keeps the kernels it read at
+    # its trace: the others first, while the biLM is trainable (the stored kernels, as a
+    # user's `bilm(char_ids)`), then the embedders' path, frozen as the embedders freeze it.
+    for name in sorted(variants, key=lambda name: name == _EMBEDDERS_PATH):
+        if name == _EMBEDDERS_PATH:
+            bilm.trainable = False
+        fn, x, _, _ = variants[name]
         fn(x)
         fn(x)
         stages.mark(f"{name}: first two calls")
@@ -332,13 +340,13 @@ def main(argv=None):
     if peers:
         peers.report({name: [variants[name][2] * args.length / s for s in
                              round_medians(seconds[name], args.calls_per_round)]
-                      for name in whole_model}, figure_of={_ONE_ROW_KERNELS: "batch 1"})
+                      for name in whole_model}, figure_of={_EMBEDDERS_PATH: "batch 1"})
     stream_rate = median_spread(stream.samples)[0]
     report("memory streaming (sum over the recurrent weights)",
            format_samples(stream.samples, "GB/s", 2) + f" over {stream.total_bytes / 1e6:.0f} MB")
     if 1 in args.batch_sizes:
         bound = stream_rate * 1e9 / stream.total_bytes * args.length / positions
-        for name in ("batch 1", _ONE_ROW_KERNELS):
+        for name in ("batch 1", _EMBEDDERS_PATH):
             reached = median_spread([args.length / s for s in seconds[name]])[0]
             in_a_row = (median_spread([args.length / s for s in back_to_back[name]])[0]
                         if back_to_back[name] else None)
@@ -353,13 +361,16 @@ def main(argv=None):
            f"({weight_bytes / 1e6:.0f} MB, {num_parameters:,} parameters)")
     for name, text in stages.lines():
         report(f"memory {name}", text)
-    floor = next(f["rss"] for name, f in stages.stages if name.endswith("(the floor)"))
-    model_peak = max(f["peak"] for name, f in stages.stages if not name.endswith(_PROBES))
-    report("peak memory of the model (loading and calls, probes excluded)",
-           f"{model_peak:.0f} MiB (floor after import {floor:.0f} + weights "
-           f"{weight_bytes / _MIB:.0f} = {floor + weight_bytes / _MIB:.0f} MiB)")
-    report("peak memory", f"{stages.peak_mib():.0f} MiB (whole process, with the matmul "
-           "probe's 2048^2 operands)")
+    model = [f for name, f in stages.stages if f and not name.endswith(_PROBES)]
+    if model:  # (no figures without /proc/self/status)
+        floor = dict(stages.stages)[_FLOOR]["anon"]
+        report("peak memory of the model (loading and calls, probes excluded)",
+               f"{peak_text(max(f['anon_peak'] for f in model), max(f['rss_peak'] for f in model))}"
+               f"; anonymous floor after import {floor:.0f} + weights "
+               f"{weight_bytes / _MIB:.0f} = {floor + weight_bytes / _MIB:.0f} MiB")
+    report("peak memory", f"{stages.peak_text()} (whole process, with the matmul probe's "
+           "2048^2 operands)")
+    stages.close()
     print_load("after")
     return 0
 

@@ -1,11 +1,12 @@
 """Speed of three step-loop layouts of one LSTM-with-projection layer (one direction).
 
 Documents the layout `keras_elmo` chose. All three run the same `LSTMProjectionCell`
-weights over the same inputs in a `tf.while_loop` inside a `tf.function`:
+weights over the same inputs in a `tf.while_loop` inside a `tf.function`, feature-major as
+the cell is (states `(features, batch)`, kernels stored `(out, in)`):
 
-    hoisted       keras_elmo's layout: `x W_x + b` for ALL steps in one matmul
-                  (`cell.input_gates`), only `h W_h` inside the loop (`cell.step`)
-    naive         concat [x_t, h] and one `[x_t, h] [W_x; W_h] + b` matmul per step
+    hoisted       keras_elmo's layout: `W_x x + b` for ALL steps in one matmul
+                  (`cell.input_gates`), only `W_h h` inside the loop (`cell.step`)
+    naive         concat [x_t; h] and one `[W_x, W_h] [x_t; h] + b` matmul per step
     hoisted+xla   hoisted, compiled with `jit_compile=True`
 
 Each round times every layout once, each call followed by a 2048^3 float32 matmul; prints
@@ -20,13 +21,12 @@ Example:
     python benchmarks/lstm_layouts.py --batch-size 1 --repeats 9
 """
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
-
-from _common import (  # noqa: E402
+from _common import (
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
+
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 
 def parse_args(argv):
@@ -48,13 +48,14 @@ def parse_args(argv):
 
 def make_layouts(cell):
     """`{name: tf.function}` each mapping `(batch, T, P)` inputs to `(T, batch, P)` outputs."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     from keras_elmo import constants
 
     def run(inputs, step):
-        """The step loop; `step(t, (h, c))` returns the new `(h, c)`."""
-        batch, steps = tf.shape(inputs)[0], tf.shape(inputs)[1]
+        """The step loop; `step(t, (h, c))` returns the new `(h, c)`, `(P, batch)` and
+        `(D, batch)`."""
+        batch, steps = inputs.shape[0], tf.shape(inputs)[1]
         outputs = tf.TensorArray(inputs.dtype, size=steps)
 
         def body(t, state, outputs):
@@ -63,22 +64,23 @@ def make_layouts(cell):
 
         _, _, outputs = tf.while_loop(lambda t, *_: t < steps, body,
                                       (tf.constant(0), cell.zero_state(batch), outputs))
-        return outputs.stack()  # (T, batch, P)
+        return tf.transpose(outputs.stack(), (0, 2, 1))  # (T, P, batch) -> (T, batch, P)
 
     def hoisted(inputs):
-        # As keras_elmo's ResidualBiLSTM: gates of all steps first, then only h W_h per step.
-        gates = tf.transpose(cell.input_gates(inputs), (1, 0, 2))  # (T, batch, 4 * units)
+        # As keras_elmo's ResidualBiLSTM: gates of all steps first, then only W_h h per step.
+        features = tf.transpose(inputs, (2, 1, 0))  # (P, T, batch)
+        gates = tf.transpose(cell.input_gates(features), (1, 0, 2))  # (T, 4D, batch)
         gates = tf.TensorArray(gates.dtype, size=tf.shape(gates)[0]).unstack(gates)
         return run(inputs, lambda t, state: cell.step(gates.read(t), state))
 
     def naive(inputs):
-        time_major = tf.transpose(inputs, (1, 0, 2))  # (T, batch, P)
-        kernel = tf.concat([cell.input_kernel, cell.recurrent_kernel], axis=0)  # (in + P, 4D)
+        time_major = tf.transpose(inputs, (1, 2, 0))  # (T, P, batch)
+        kernel = tf.concat([cell.input_kernel, cell.recurrent_kernel], axis=1)  # (4D, in + P)
 
         def step(t, state):
             h, c = state
-            z = tf.matmul(tf.concat([time_major[t], h], axis=-1), kernel) + cell.bias
-            return _finish_step(cell, *tf.split(z, constants.NUM_GATES, axis=-1), c)
+            z = tf.matmul(kernel, tf.concat([time_major[t], h], axis=0)) + cell.bias[:, None]
+            return _finish_step(cell, *tf.split(z, constants.NUM_GATES, axis=0), c)
 
         return run(inputs, step)
 
@@ -87,15 +89,16 @@ def make_layouts(cell):
 
 
 def _finish_step(cell, z_i, z_f, z_c, z_o, c):
-    """The rest of `LSTMProjectionCell.step` after the gate pre-activations: new `(h, c)`."""
-    import tensorflow as tf
+    """The rest of `LSTMProjectionCell.step` after the gate pre-activations `(D, batch)`
+    (forget bias not added yet): the new `(h, c)`."""
+    tf = import_tensorflow()
 
     from keras_elmo import constants
 
     c = tf.sigmoid(z_f + constants.FORGET_BIAS) * c + tf.sigmoid(z_i) * tf.tanh(z_c)
     if cell.cell_clip is not None:
         c = tf.clip_by_value(c, -cell.cell_clip, cell.cell_clip)
-    h = tf.matmul(tf.sigmoid(z_o) * tf.tanh(c), cell.projection_kernel)  # (batch, P)
+    h = tf.matmul(cell.projection_kernel, tf.sigmoid(z_o) * tf.tanh(c))  # (P, batch)
     if cell.proj_clip is not None:
         h = tf.clip_by_value(h, -cell.proj_clip, cell.proj_clip)
     return h, c
@@ -106,8 +109,8 @@ def main(argv=None):
     print_load("before")
 
     import numpy as np
-    import tensorflow as tf
 
+    tf = import_tensorflow()
     from keras_elmo import LSTMProjectionCell
 
     units, proj = args.units, args.projection_dim

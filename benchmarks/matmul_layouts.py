@@ -2,10 +2,10 @@
 contiguous copy, forward with the kernel stored `(in, out)` vs `(out, in)`.
 
 The gradient of `y = x W` with respect to `x` is `dy W^T`. Written as
-`tf.matmul(dy, W, transpose_b=True)` it ran 2-5x slower on this CPU than
-`tf.matmul(dy, W_t)` with `W_t = tf.transpose(W)` made once, at the row counts of one LSTM
-time step (batch 32 or 1); at hundreds of rows the gap is small. This script times, for the
-per-step backward products of the small (512/128) and published (4096/512) LSTM:
+`tf.matmul(dy, W, transpose_b=True)` it runs slower on CPU than `tf.matmul(dy, W_t)` with
+`W_t = tf.transpose(W)` made once, at the row counts of one LSTM time step (batch 32 or 1);
+at hundreds of rows the gap is small (figures in docs/performance.md). This script times,
+for the per-step backward products of the small (512/128) and published (4096/512) LSTM:
 
 - `transpose_b`: `tf.matmul(a, b, transpose_b=True)`;
 - `contiguous`:  `tf.matmul(a, b_t)` with the copy made beforehand (what the backward
@@ -26,13 +26,10 @@ The forward products of a step (`h W_h`, `m W_p`, float32) are timed in two layo
   `(features, batch)`, so no transpose per step); at one row it computes `x^T W^T`, which
   reads the same bytes in the order the `in_out` timing favours.
 
-Which is faster depends on the rows and the CPU class (measured 2026-11-25 with this
-script, 2-core AMD EPYC, one thread per op; AVX2 behaviour with `ONEDNN_MAX_CPU_ISA=AVX2`):
-the published `h W_h` at batch 32 took 9.5 ms `in_out` against 4.3 ms `out_in` on AVX2 with
-oneDNN on (8.5 against 4.2 with it off), 3.7 against 4.0 ms on AVX512; at batch 1 0.59
-against 1.30 ms on AVX2 and 0.57 against 1.30 on AVX512. The line `out_in / in_out` below
-prints the ratio of the times. These figures decided the cell's layout: `(out, in)` for
-the wide products training and batched inference make, `x^T W^T` for a one-row batch.
+Which is faster depends on the rows and the CPU class (AVX2 behaviour with
+`ONEDNN_MAX_CPU_ISA=AVX2`); the line `out_in / in_out` below prints the ratio of the times.
+Its figures decided the cell's layout (docs/performance.md): `(out, in)` for the wide
+products training and batched inference make, `x^T W^T` for a one-row batch.
 
 Example:
     python benchmarks/matmul_layouts.py
@@ -40,14 +37,13 @@ Example:
     ONEDNN_MAX_CPU_ISA=AVX2 python benchmarks/matmul_layouts.py --sizes published
 """
 
-import os
 import statistics
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from _common import doc_parser, print_load
 
-from _common import doc_parser, print_load  # noqa: E402
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 #: (rows of the product, `(units, projection)`) per preset: the step's shapes.
 _SIZES = {"small": (512, 128), "published": (4096, 512)}
@@ -78,7 +74,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats (5)")
     args = parser.parse_args(argv)
     print_load("before")
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     def timed(fn, *tensors):
         @tf.function

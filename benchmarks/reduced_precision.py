@@ -21,10 +21,10 @@ Example:
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TF start-up logs out of the report
+from _common import doc_parser, report
+from inference import published_files, random_sentences
 
-from _common import doc_parser, report  # noqa: E402
-from inference import published_files, random_sentences  # noqa: E402
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 _PRESETS = ("tiny", "published")
 
@@ -82,6 +82,7 @@ def main(argv=None):
     args = parse_args(argv)
     import numpy as np
 
+    import_tensorflow()
     import keras_elmo
 
     rng = np.random.default_rng(0)

@@ -1,10 +1,12 @@
 """Speed-up of `TokenEmbeddingCache` (char-CNN output precomputed for a vocabulary).
 
-For each `--configs` preset (random weights), builds a vocabulary of `--vocab-size` random
-tokens of realistic character lengths, fills the cache (timed once: the one-time cost),
-and then, in interleaved rounds, times on the same batch of `--batch-size` sentences of
-`--length` tokens drawn from the vocabulary (`--oov-rate` of them replaced by unseen
-tokens, which fall back to the char CNN):
+For each `--configs` preset (random weights; the biLM frozen, `trainable = False`, as the
+embedders freeze theirs), builds a vocabulary of `--vocab-size` random tokens of realistic
+character lengths, fills the cache (timed once: the one-time cost), and then, in
+interleaved rounds, times on the same batch of `--batch-size` sentences of `--length`
+tokens drawn from the vocabulary (`--oov-rate` of them replaced by unseen tokens, which
+fall back to the char CNN; the cache is made with `max_entries=0`, so it does not keep
+them and every round meets them as new, as the new words of running text):
 
     biLM, char path     bilm(batch_to_ids(sentences))   (tf.function; Python id conversion
                                                          included, as in real use)
@@ -15,22 +17,23 @@ tokens, which fall back to the char CNN):
 and prints `name: value` lines: tokens/s (median, range, spread) per variant, the speed-up
 (ratio of medians, and the median of the per-round ratios, which is less load-sensitive),
 the fill rate and the break-even point (tokens embedded after which the cache has paid for
-its fill time). Outputs of the two biLM paths are compared (max |difference|).
+its fill time). Outputs of the two biLM paths are compared (max |difference|). Last, the
+process's peak anonymous memory with its RSS peak beside (`_memory.py`).
 
 Example:
     python benchmarks/token_cache.py                          # small and published configs
     python benchmarks/token_cache.py --configs small --repeats 9 --oov-rate 0.05
 """
 
-import os
 import statistics
 import sys
 import time
 
+from _common import doc_parser, format_samples, print_load, report, time_call
+from _memory import MemoryStages
+from inference import random_sentences
 
-from _common import (doc_parser, format_samples, peak_memory_mb, print_load, report,  # noqa: E402
-                     time_call)
-from inference import random_sentences  # noqa: E402
+from keras_elmo.process.tensorflow_import import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
 
@@ -73,20 +76,21 @@ def make_batch(vocab, args, rng):
 
 def run_config(name, args):
     import numpy as np
-    import tensorflow as tf
 
+    tf = import_tensorflow()
     import keras_elmo
-    from keras_elmo.formats.token_cache import TokenEmbeddingCache
+    from keras_elmo.embedding.token_cache import TokenEmbeddingCache
 
     options = getattr(keras_elmo.BiLMOptions, name)()
     bilm = keras_elmo.BiLM(options)
+    bilm.trainable = False  # as the embedders freeze theirs
     rng = np.random.default_rng(0)
     vocab = sorted({t for s in random_sentences(args.vocab_size, 1, rng) for t in s})
     while len(vocab) < args.vocab_size:  # random tokens can repeat; top up
         vocab = sorted(set(vocab) | {t for s in random_sentences(
             args.vocab_size - len(vocab), 1, rng) for t in s})
     start = time.perf_counter()
-    cache = TokenEmbeddingCache(bilm, vocab)
+    cache = TokenEmbeddingCache(bilm, vocab, max_entries=0)  # unseen tokens stay unseen
     fill_seconds = time.perf_counter() - start
     sentences = make_batch(vocab, args, rng)
     chars = options.max_characters_per_token
@@ -137,9 +141,14 @@ def run_config(name, args):
 def main(argv=None):
     args = parse_args(argv)
     print_load("before")
+    stages = MemoryStages()
     for name in args.configs:
         run_config(name, args)
-    report("peak memory", f"{peak_memory_mb():.0f} MB")
+        stages.mark(name)
+    for name, text in stages.lines():
+        report(f"memory {name}", text)
+    report("peak memory", stages.peak_text())
+    stages.close()
     print_load("after")
     return 0
 

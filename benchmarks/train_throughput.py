@@ -28,14 +28,15 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# _common starts as the keras-elmo command does (CPU settings, log level) before TensorFlow.
+from _common import print_load
+from _peers import Peers
 
-# _common sets the CPU defaults as the keras-elmo command does, before TensorFlow starts.
-from _common import print_load  # noqa: E402
-from _peers import Peers  # noqa: E402
+import numpy as np
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from keras_elmo.process.tensorflow_import import import_tensorflow
+
+tf = import_tensorflow()
 
 from keras_elmo.text.characters import batch_to_ids  # noqa: E402
 from keras_elmo.formats.options import BiLMOptions  # noqa: E402
@@ -67,10 +68,9 @@ def make_batch(vocab_size, batch, length, seed=0):
     """A fixed batch: `batch` rows of `<S> w1 ... w_{length-2} </S>`.
 
     Word ids are drawn as text has them, Zipf-distributed (`p(rank) ~ 1 / rank`, what the
-    log-uniform sampler assumes): a 32 x 20 batch then holds about 410 distinct tokens; a
-    window of People's Daily text holds fewer (median 326 of 640, measured on bilm-tf's
-    copy of the corpus), so this is not kinder than real text to the per-distinct-token
-    char CNN.
+    log-uniform sampler assumes): such a batch holds more distinct tokens than a window of
+    People's Daily text of the same size (docs/performance.md), so this is not kinder than
+    real text to the per-distinct-token char CNN.
     """
     rng = np.random.default_rng(seed)
     ranks = np.arange(1, vocab_size - len(SPECIAL_TOKENS) + 1)
@@ -122,8 +122,7 @@ class TrainVariant:
         """The gradients of one step's loss on the fixed batch (for profiling the update)."""
         model = self.trainer.model
         with tf.GradientTape() as tape:
-            sums = model.nll_sums(self.batch["char_ids"], self.batch["token_ids"], training=True,
-                                  sequence_gradient=True)
+            sums = model.nll_sums(self.batch["char_ids"], self.batch["token_ids"], training=True)
             loss = 0.5 * (sums["forward"] + sums["backward"]) / sums["count"]
         return tape.gradient(loss, model.trainable_variables)
 

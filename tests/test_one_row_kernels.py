@@ -51,7 +51,7 @@ def _traced(encoder, batch):
 def test_the_copies_give_the_reference_numbers(tmp_path, monkeypatch, gate_columns):
     """A frozen encoder traced for one row reads copies `(P, 4U)` and `(U, P)` of its
     kernels and gives the numpy reference's numbers; traced for any batch size it reads
-    the stored kernels (its one-row branch too), with the same numbers."""
+    the stored kernels, with the same numbers."""
     from keras_elmo.layers import residual_bilstm
 
     monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)

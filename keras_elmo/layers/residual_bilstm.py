@@ -33,8 +33,9 @@ class ResidualBiLSTM(keras.layers.Layer):
       differentiate than autodiff of the plain loop. Otherwise the plain loop, whose
       autodiff works everywhere (a SavedModel traced for inference included).
     - A batch of one row (its size known when traced) runs the one-row steps of
-      `LSTMProjectionCell` (a frozen float32 encoder's read `(in, out)` kernel copies); a
-      batch size known only when the function runs chooses between the two loops then.
+      `LSTMProjectionCell` (a frozen float32 encoder's read `(in, out)` kernel copies);
+      any other batch, a batch size unknown when traced included, the batched steps, right
+      for one row too (docs/model.md, "How it runs").
 
     Stateless by default: every sentence starts from zero `(h, c)`. With `stateful=True`
     each batch row starts from the final state its row reached in the previous call (taken
@@ -166,11 +167,10 @@ class ResidualBiLSTM(keras.layers.Layer):
                 gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
-                # Read once per trace; a frozen encoder's one-row copies (LSTMProjectionCell)
-                # only when the batch is one row as traced, not in a branch for one row.
+                # Read once per trace (a frozen encoder's one-row copies: LSTMProjectionCell).
                 kernels = [cell.step_kernels(static_batch) for cell in cells]
-                hs, states = _run_cells_for_batch(cells, kernels, dropped, lengths,
-                                                  initial[layer], self.stateful)
+                hs, states = _run_cells(cells, kernels, dropped, lengths, initial[layer],
+                                        self.stateful)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -249,30 +249,6 @@ class ResidualBiLSTM(keras.layers.Layer):
 def _reverse(x, lengths):
     """Reverses each sequence of feature-major `x` `(dim, T, batch)` within its own length."""
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
-
-
-def _run_cells_for_batch(cells, kernels, inputs, lengths, initial_states,
-                         freeze_after_length):
-    """`_run_cells` for the batch as traced: the one-row steps when it is one row, the
-    batched ones when it is several, and a `tf.cond` between the two when its size is known
-    only at run time (the one-row branch sees a static batch of 1)."""
-    static_batch = inputs[0].shape[-1]
-    if static_batch is not None:
-        return _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length)
-
-    def one_row():
-        # Reshapes give the branch a static batch of 1 (`tf.ensure_shape` would too, but
-        # grappler may fold the shape it asserts into the predicate's input).
-        rows = [tf.reshape(x, (x.shape[0], -1, 1)) for x in inputs]  # (in, T, 1)
-        states = [tuple(tf.reshape(s, (s.shape[0], 1)) for s in state)
-                  for state in initial_states]
-        return _run_cells(cells, kernels, rows, tf.reshape(lengths, (1,)), states,
-                          freeze_after_length)
-
-    def several_rows():
-        return _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length)
-
-    return tf.cond(tf.equal(tf.shape(inputs[0])[-1], 1), one_row, several_rows)
 
 
 def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length):
