@@ -15,6 +15,7 @@ import os
 
 from keras_elmo.text.text_files import read_text_lines
 from keras_elmo.text.tokenizers import tokenize
+from keras_elmo.validation import check_int
 
 
 def count_lines(path):
@@ -75,8 +76,7 @@ def find_word(tokens, word, occurrence=1):
         ValueError: naming the word, the occurrence asked for and the sentence's tokens.
     """
     positions = [i for i, token in enumerate(tokens) if token == word]
-    if not isinstance(occurrence, int) or occurrence < 1:
-        raise ValueError(f"occurrence must be an int >= 1; received {occurrence!r}.")
+    check_int("occurrence", occurrence)
     if len(positions) < occurrence:
         found = f"occurs {len(positions)} time(s)" if positions else "does not occur"
         raise ValueError(f"the word {word!r} {found} in the sentence (occurrence "

@@ -28,6 +28,7 @@ from keras_elmo.models.elmo_layer import ElmoLayer
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
 from keras_elmo.export.mix_weights import load_mix_weights
 from keras_elmo.formats.model_files import OPTIONS_FILE, find_model_files
+from keras_elmo.validation import check_int
 
 #: Written into `assets.extra/` of every export.
 METADATA_FILE = "keras_elmo_export.json"
@@ -126,9 +127,7 @@ def versioned_path(out_dir, version):
     ('exports/elmo/3', 'exports/elmo')"""
     if version is None:
         return os.fspath(out_dir)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise ValueError(f"version must be an int >= 0 (TF Serving's numeric version folder); "
-                         f"received {version!r}.")
+    check_int("version", version, minimum=0, hint="(TF Serving's numeric version folder.)")
     return os.path.join(os.fspath(out_dir), str(version))
 
 

@@ -1,5 +1,6 @@
-"""The command line's TensorFlow import skips the extras Keras would load for nothing, and
-leaves them importable afterwards."""
+"""The command line's TensorFlow import skips the extras Keras would load for nothing, leaves
+them importable afterwards, keeps the import's objects out of the garbage collector's
+reach, and starts an example script as quietly as the command."""
 
 import importlib.util
 import json
@@ -12,9 +13,10 @@ from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, _without
 
 # Run in a fresh interpreter: this one has imported TensorFlow already.
 _PROBE = r"""
-import importlib, json, sys
+import gc, importlib, json, sys
 from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, import_tensorflow
 import_tensorflow()
+frozen = gc.get_freeze_count()
 during = [name for name in UNUSED_EXTRAS if name in sys.modules]
 importable = {}
 for name in UNUSED_EXTRAS:
@@ -23,7 +25,7 @@ for name in UNUSED_EXTRAS:
         importable[name] = True
     except ImportError:
         importable[name] = False
-print(json.dumps({"during": during, "importable": importable,
+print(json.dumps({"during": during, "importable": importable, "frozen": frozen,
                   "entries_gone": not any(name in sys.modules and sys.modules[name] is None
                                           for name in UNUSED_EXTRAS)}))
 """
@@ -36,6 +38,9 @@ def test_tensorflow_import_skips_the_extras_and_they_import_later():
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["during"] == [], result
     assert result["entries_gone"], result
+    # the import's objects are out of the collector's reach (TensorFlow's: far more than
+    # 10,000)
+    assert result["frozen"] > 10_000, result
     installed = {name: importlib.util.find_spec(name) is not None for name in UNUSED_EXTRAS}
     assert result["importable"] == installed, (result, installed)
 

@@ -101,7 +101,7 @@ def test_token_cache_encodes_each_distinct_token_once_within_its_bound(model):
     assert memo.computed == 6 and len(memo) == 4  # d, e, f new; room for one of them
     memo.layers([["e", "f"]])
     assert memo.computed == 8  # not kept: computed again, still right
-    with pytest.raises(ValueError, match="batch_size must be an int >= 1; received 0"):
+    with pytest.raises(ValueError, match="batch_size must be a positive int; received 0"):
         TokenEmbeddingCache(embedder.bilm, batch_size=0)
 
 

@@ -20,6 +20,7 @@ import os
 
 from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.text.tokenizers import TOKENIZERS
+from keras_elmo.validation import check_fraction
 
 #: Presets of `keras-elmo train --size`: architecture + training defaults.
 SIZES = ("tiny", "small", "published")
@@ -146,8 +147,7 @@ class TrainingConfig:
         for name in ("dropout", "learning_rate", "initial_accumulator_value",
                      "all_clip_norm_val"):
             _check_number(name, getattr(self, name))
-        if not 0.0 <= float(self.dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); received {self.dropout}.")
+        check_fraction("dropout", self.dropout)
         for name in ("learning_rate", "all_clip_norm_val"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name} must be > 0; received {getattr(self, name)}.")

@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo.training.distribute import gather_rows
+from keras_elmo.validation import check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo_training")
@@ -41,8 +42,7 @@ class SharedSoftmax(keras.layers.Layer):
         super().__init__(**kwargs)
         for name, value in (("vocab_size", vocab_size), ("input_dim", input_dim),
                             ("num_sampled", num_sampled)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int; received {value!r}.")
+            check_int(name, value)
         if num_sampled >= vocab_size:
             raise ValueError(f"num_sampled must be < vocab_size ({vocab_size}); "
                              f"received {num_sampled}.")

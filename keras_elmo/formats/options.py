@@ -10,6 +10,7 @@ import json
 import os
 
 from keras_elmo import constants
+from keras_elmo.validation import check_int
 
 _ACTIVATIONS = ("relu", "tanh")
 
@@ -59,10 +60,10 @@ class BiLMOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "filters", tuple((int(w), int(n)) for w, n in self.filters))
-        _check_positive_int("char_cnn.embedding.dim", self.char_embedding_dim)
-        _check_positive_int("lstm.dim", self.lstm_units)
-        _check_positive_int("lstm.projection_dim", self.projection_dim)
-        _check_positive_int("lstm.n_layers", self.num_layers)
+        check_int("char_cnn.embedding.dim", self.char_embedding_dim)
+        check_int("lstm.dim", self.lstm_units)
+        check_int("lstm.projection_dim", self.projection_dim)
+        check_int("lstm.n_layers", self.num_layers)
         if not self.filters:
             raise ValueError("char_cnn.filters must list at least one [width, n_filters] pair; "
                              "received an empty list.")
@@ -240,11 +241,6 @@ def read_json(path, what, expected):
         except UnicodeDecodeError as error:
             raise ValueError(f"{what} {path} is not UTF-8 text ({error.reason} at byte "
                              f"{error.start}).") from None
-
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; received {value!r}.")
 
 
 def _int(key, value):

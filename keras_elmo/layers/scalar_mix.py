@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_elmo import constants
+from keras_elmo.validation import check_fraction
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -48,8 +49,7 @@ class ScalarMix(keras.layers.Layer):
     def __init__(self, do_layer_norm=False, dropout=0.0, l2_coef=0.0,
                  initial_scalar_parameters=None, initial_gamma=1.0, **kwargs):
         super().__init__(**kwargs)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); received {dropout}.")
+        dropout = check_fraction("dropout", dropout)
         if float(l2_coef) < 0:
             raise ValueError(f"l2_coef must be >= 0; received {l2_coef}.")
         self.do_layer_norm = bool(do_layer_norm)

@@ -11,6 +11,7 @@ from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_padded_char_ids, tf_ragged_char_ids, token_mask
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.scalar_mix import ScalarMix
+from keras_elmo.validation import check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -72,9 +73,7 @@ class ElmoLayer(keras.layers.Layer):
             raise ValueError(f"stateful={stateful!r} differs from the given BiLM's "
                              f"stateful={bilm.stateful!r}; expected the same (or pass options "
                              "to build a new BiLM).")
-        if not isinstance(num_output_representations, int) or num_output_representations < 0:
-            raise ValueError("num_output_representations must be an int >= 0; received "
-                             f"{num_output_representations!r}.")
+        check_int("num_output_representations", num_output_representations, minimum=0)
         if num_output_representations == 0 and not return_layers:
             raise ValueError("ElmoLayer would return nothing: set num_output_representations "
                              ">= 1 or return_layers=True.")

@@ -17,7 +17,12 @@
   first three when they are installed (for notebook display, image galleries and image
   files), TensorFlow's legacy Keras 2 code scipy (for sparse arrays given to its `fit`), each
   import optional there and used by no command. Left out, they cost neither start-up time
-  nor anonymous memory (docs/performance.md, "Start-up"); they stay importable afterwards.
+  nor anonymous memory (docs/performance.md, "Start-up"); they stay importable afterwards;
+- the objects the import made (TensorFlow's and Keras' modules, classes and functions:
+  hundreds of thousands, and they live as long as the process) are moved out of the garbage
+  collector's reach (`gc.freeze()`), so that no later collection walks them again: neither
+  the full collections during a run nor the ones at the interpreter's shutdown, which
+  otherwise cost a command most of a second (docs/performance.md, "Start-up").
 
 Call it before anything imports TensorFlow; a library user who wants only the CPU settings
 calls `keras_elmo.process.cpu_setup.set_cpu_defaults()`.
@@ -27,6 +32,7 @@ Example:
 """
 
 import contextlib
+import gc
 import importlib
 import os
 import re
@@ -68,6 +74,7 @@ def import_tensorflow():
         else:
             with _filtered_fd2():
                 tf = importlib.import_module("tensorflow")
+    gc.freeze()  # the import's objects live as long as the process (module docstring)
     return tf
 
 
