@@ -9,6 +9,7 @@ from keras_elmo import constants
 from keras_elmo.text.characters import token_mask
 from keras_elmo.layers.highway import Highway
 from keras_elmo.formats.options import BiLMOptions
+from keras_elmo.layers.zero_init import rebuild_config
 
 _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
 #: Largest model char id (ids are shifted by +1; 0 means "no token").
@@ -322,6 +323,4 @@ class CharCNNEmbedder(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config.pop("zero_init", None)  # written by releases that kept it in the config
-        return cls(**config)
+        return cls(**rebuild_config(config))

@@ -2,6 +2,7 @@
 
 import keras
 from keras import ops
+from keras_elmo.layers.zero_init import rebuild_config
 
 #: bilm-tf initialises the carry bias to this value (the gate starts mostly closed).
 _CARRY_BIAS_INIT = -2.0
@@ -69,6 +70,4 @@ class Highway(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config.pop("zero_init", None)  # written by releases that kept it in the config
-        return cls(**config)
+        return cls(**rebuild_config(config))

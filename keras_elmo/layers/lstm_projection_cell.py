@@ -35,6 +35,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo import constants
+from keras_elmo.layers.zero_init import rebuild_config
 
 #: What one step computes: the new state `(h, c)` and the unclipped values a hand-written
 #: backward pass needs (`keras_elmo.layers.lstm_sequence_gradient`): the gate
@@ -292,9 +293,7 @@ class LSTMProjectionCell(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config.pop("zero_init", None)  # written by releases that kept it in the config
-        return cls(**config)
+        return cls(**rebuild_config(config))
 
 
 class _Copies:

@@ -8,6 +8,7 @@ from keras_elmo.formats.options import BiLMOptions, as_options
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
 from keras_elmo.validation import check_fraction, check_int
+from keras_elmo.layers.zero_init import rebuild_config
 
 #: Columns (steps x batch rows) of input gates the plain loop computes at once, per
 #: direction (64 MiB at the published 4 x 4096 gates): a long sentence's gates are never
@@ -241,9 +242,7 @@ class ResidualBiLSTM(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config.pop("zero_init", None)  # written by releases that kept it in the config
-        return cls(**config)
+        return cls(**rebuild_config(config))
 
 
 def _reverse(x, lengths):

@@ -14,6 +14,7 @@ from keras_elmo.text.characters import token_mask, token_to_char_ids
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+from keras_elmo.layers.zero_init import rebuild_config
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -186,6 +187,4 @@ class BiLM(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config.pop("zero_init", None)  # written by releases that kept it in the config
-        return cls(**config)
+        return cls(**rebuild_config(config))
