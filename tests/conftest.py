@@ -41,6 +41,17 @@ def tiny_corpus(tmp_path):
     Returns `(config, vocab, model_dir, files)`; `model_dir` is `tmp_path / "model"`,
     prepared for a new run.
     """
+    return make_tiny_corpus(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus_factory():
+    """`make_tiny_corpus`, for a fixture of wider scope: `tiny_corpus` in a folder given."""
+    return make_tiny_corpus
+
+
+def make_tiny_corpus(tmp_path):
+    """`tiny_corpus` in the folder `tmp_path` (a `pathlib.Path`)."""
     from keras_elmo.training.config import TrainingConfig
     from keras_elmo.training.model_dir import ModelDir
     from keras_elmo.training.vocabulary import build_vocabulary
@@ -55,3 +66,25 @@ def tiny_corpus(tmp_path):
     model_dir = ModelDir(str(tmp_path / "model"))
     model_dir.prepare(config, str(tmp_path / "vocab.txt"))
     return config, vocab, model_dir, [str(path)]
+
+
+@pytest.fixture(scope="session")
+def exported_tiny_model(tmp_path_factory):
+    """The export tests' model, made and exported once per session for every module that
+    reads it (nothing writes to it): `test_export_helpers.make_model_dir` (seed 0) with
+    `test_export_helpers.MIX` as its scalar_mix.json, exported by `export_model_dir` as
+    version 1.
+
+    Returns a dict: `options`, `weights` (the files), `path` (the SavedModel).
+    """
+    import json
+
+    from keras_elmo.export import export_model_dir
+    from test_export_helpers import MIX, make_model_dir
+
+    root = tmp_path_factory.mktemp("exported_tiny_model")
+    options, weights = make_model_dir(str(root / "model"))
+    with open(root / "model" / "scalar_mix.json", "w") as handle:
+        json.dump(MIX, handle)
+    path = export_model_dir(str(root / "model"), str(root / "serving"), version=1)
+    return dict(options=options, weights=weights, path=path)

@@ -14,7 +14,10 @@ vocab.txt) and a few sentences of text. A corpus of a few sentences also keeps e
 command short whatever its time limit: the preset's epochs end it in a few steps. Blocks of
 one document run in order in one working directory (a later block reads what an earlier one
 wrote, as a reader's shell would), python blocks in one namespace; `keras-elmo` commands run
-in the test's process through the console script's entry point (`run_shell`).
+in the document's process through the console script's entry point (`run_shell`).
+`run_document` runs a whole document; `python tests/doc_blocks.py DOCUMENT DIRECTORY RESULT`
+does it in a process of its own (the tests run two documents at a time so, each mostly on one
+core) and writes its JSON report to RESULT.
 
 Example:
     for block in document_blocks("README.md"):
@@ -238,6 +241,52 @@ def run_python(block, namespace):
     exec(compile(block.code, block.where, "exec"), namespace)  # noqa: S102 - the doc's own code
 
 
+def run_document(document, directory):
+    """Writes the stand-ins into `directory` (`make_workspace`) and runs the blocks of
+    `document` there in order, python blocks in one namespace, until one fails; the working
+    directory and `KERAS_ELMO_CACHE` are the caller's to set (`directory`, and a folder in
+    it). Returns `{"ran": [where], "skipped": [[where, reason]], "failure": None or the
+    failing block's place, code and error}`."""
+    import contextlib
+    import io
+
+    blocks = document_blocks(document)
+    make_workspace(directory)
+    namespace = {"__name__": "__doc_block__"}
+    report = {"ran": [], "skipped": [], "failure": None}
+    for block in blocks:
+        if block.skip:
+            report["skipped"].append([block.where, block.skip])
+            continue
+        if block.language == "python":
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    run_python(block, namespace)
+            except Exception as error:  # noqa: BLE001 - reported with the block's place
+                report["failure"] = (f"{block.where} failed: {type(error).__name__}: {error}\n"
+                                     f"{block.code}")
+                return report
+        else:
+            code, output = run_shell(block, directory)
+            if code:
+                report["failure"] = f"{block.where} failed (exit {code}):\n{block.code}\n{output}"
+                return report
+        report["ran"].append(block.where)
+    return report
+
+
+def _main(document, directory, result):
+    """`run_document` in this process, in `directory`; its report as JSON in `result`."""
+    import json
+
+    os.environ["KERAS_ELMO_CACHE"] = os.path.join(directory, ".cache")  # jieba's segmentations
+    os.chdir(directory)
+    report = run_document(document, directory)
+    with open(result + ".part", "w", encoding="utf-8") as handle:
+        json.dump(report, handle)
+    os.replace(result + ".part", result)
+
+
 class ReprChecker(doctest.OutputChecker):
     """doctest's checker, reading `TensorShape([2, 3])` as `(2, 3)` and `np.int64(0)` as
     `0`: a docstring shows what a user sees of a shape or a number, not numpy's or
@@ -285,3 +334,7 @@ def docstring_tests(name, obj):
     scope.update(np=np, tf=tf, keras=keras, keras_elmo=keras_elmo)
     return [test for test in doctest.DocTestFinder(recurse=False).find(obj, name, globs=scope)
             if test.examples]
+
+
+if __name__ == "__main__":
+    _main(*sys.argv[1:])

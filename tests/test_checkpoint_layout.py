@@ -4,6 +4,7 @@ starts with the same numbers as a checkpoint of today's layout."""
 
 import io
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -44,11 +45,12 @@ def _rewrite_in_older_layout(path):
     return flipped
 
 
-@pytest.fixture
-def older_run(tiny_corpus):
-    """A tiny Adam run of 3 steps whose checkpoint is rewritten in the older layout; returns
-    `(config, vocab, model_dir, files, trainer)` with the trainer that wrote it."""
-    config, vocab, model_dir, files = tiny_corpus
+@pytest.fixture(scope="module")
+def older_run_once(tiny_corpus_factory, tmp_path_factory):
+    """A tiny Adam run of 3 steps whose checkpoint is rewritten in the older layout, made
+    once for the module; returns `(config, vocab, model_dir, files, trainer)` with the
+    trainer that wrote it."""
+    config, vocab, model_dir, files = tiny_corpus_factory(tmp_path_factory.mktemp("older"))
     config = config.replace(optimizer="adam", learning_rate=0.01)
     model_dir.prepare(config, model_dir.vocab_path)
     trainer = Trainer(config, vocab, model_dir, log_every=100, stream=io.StringIO())
@@ -59,6 +61,16 @@ def older_run(tiny_corpus):
     shapes = dict(tf.train.list_variables(path))
     assert shapes["model/0015_recurrent_kernel" + _VALUE] == [8, 48]  # (P, 4U): (in, out)
     return config, vocab, model_dir, files, trainer
+
+
+@pytest.fixture
+def older_run(older_run_once, tmp_path):
+    """`older_run_once` with a copy of its model directory of the test's own (a test may
+    train on in it): `(config, vocab, model_dir, files, trainer)`."""
+    config, vocab, model_dir, files, trainer = older_run_once
+    copy = str(tmp_path / "model")
+    shutil.copytree(model_dir.path, copy)
+    return config, vocab, ModelDir(copy), files, trainer
 
 
 def test_an_older_checkpoint_restores_every_value_and_resumes(older_run):

@@ -1,4 +1,7 @@
-"""`keras-elmo train`: bad input is one clear line; kill -9 + restart resumes cleanly."""
+"""`keras-elmo train`: bad input is one clear line; kill -9 + restart resumes cleanly.
+
+The killed and restarted training processes run from the module's first test on, beside the
+others (`background`)."""
 
 import glob
 import io
@@ -11,6 +14,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from background import background_jobs
 from keras_elmo.cli.main import main
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.formats.options import BiLMOptions
@@ -23,13 +27,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = "the cat sat on the mat\na dog ran to the red house\nthe end\n"
 
 
-@pytest.fixture
-def data(tmp_path):
+def _write_data(tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text(LINES * 30)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\nsat\non\nmat\na\ndog\n")
     return tmp_path, str(corpus), str(vocab)
+
+
+@pytest.fixture
+def data(tmp_path):
+    return _write_data(tmp_path)
 
 
 def _error_line(capsys, argv):
@@ -108,9 +116,10 @@ def _read_back(model_dir):
             pass
 
 
-@pytest.mark.slow
-def test_kill_9_then_restart_resumes_from_the_last_checkpoint(data):
-    tmp_path, corpus, vocab = data
+def _killed_and_restarted(tmp_path):
+    """A run killed with SIGKILL once it wrote a checkpoint, then the same command run to 25
+    steps further: `(model_dir, the step saved, the target step, the second run)`."""
+    _, corpus, vocab = _write_data(tmp_path)
     model_dir = ModelDir(str(tmp_path / "model"))
     command = [sys.executable, "-m", "keras_elmo.cli", "train", model_dir.path, "--train", corpus,
                "--vocab", vocab, "--size", "tiny", "--epochs", "1000", "--checkpoint-every", "10",
@@ -134,14 +143,17 @@ def test_kill_9_then_restart_resumes_from_the_last_checkpoint(data):
     second = subprocess.run(["timeout", "-k", "5", "240"] + command +
                             ["--max-steps", str(target)],
                             cwd=ROOT, env=env, capture_output=True, text=True)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert f"resumed from ckpt-{saved_step}" in second.stdout
-    assert f"stopped (max_steps) at step {target}" in second.stdout
-    steps = [int(line.split()[1]) for line in second.stdout.splitlines()
-             if line.startswith("step ")]
-    assert steps and min(steps) > saved_step  # continued, did not start from 0
-    assert tf.train.latest_checkpoint(model_dir.checkpoint_dir).endswith(f"ckpt-{target}")
-    _read_back(model_dir)
+    return model_dir, saved_step, target, second
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory):
+    """The killed and restarted runs of the kill -9 test, from the module's first test on
+    (that test is the last: the others run meanwhile)."""
+    with background_jobs(request, tmp_path_factory, {
+            "test_kill_9_then_restart_resumes_from_the_last_checkpoint":
+                _killed_and_restarted}) as jobs:
+        yield jobs
 
 
 @pytest.mark.slow
@@ -168,3 +180,16 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(data, tmp_p
     for name in names:
         np.testing.assert_allclose(twice.get_tensor(name), once.get_tensor(name), atol=1e-6,
                                    err_msg=name)
+
+
+@pytest.mark.slow
+def test_kill_9_then_restart_resumes_from_the_last_checkpoint(background, request):
+    model_dir, saved_step, target, second = background.result(request)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"resumed from ckpt-{saved_step}" in second.stdout
+    assert f"stopped (max_steps) at step {target}" in second.stdout
+    steps = [int(line.split()[1]) for line in second.stdout.splitlines()
+             if line.startswith("step ")]
+    assert steps and min(steps) > saved_step  # continued, did not start from 0
+    assert tf.train.latest_checkpoint(model_dir.checkpoint_dir).endswith(f"ckpt-{target}")
+    _read_back(model_dir)

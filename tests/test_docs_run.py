@@ -3,11 +3,16 @@ and examples/README.md, and the docstring examples of the public classes and fun
 
 Blocks run as written on tiny stand-in models and data (the rule is in `doc_blocks`); a
 block marked `<!-- doc-test: skip (REASON) -->` is counted and its reason printed. A failing
-block fails the test, naming the document and line."""
+block fails the test, naming the document and line. Each document runs in a process of its
+own, PARALLEL at a time, from the module's first test on (`DocumentRuns`): while they run,
+the module's other tests (the docstring examples among them) run here."""
 
-import contextlib
 import doctest
-import io
+import json
+import os
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -18,6 +23,10 @@ SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md"
         "docs/migrating.md"}
 #: Blocks run and skipped so far in this session, over all documents (printed with each).
 TOTALS = {"ran": 0, "skipped": 0}
+#: Documents run at once, each in a process of its own that is mostly tracing, on one core.
+PARALLEL = 2
+#: Seconds a document's process may take.
+DOCUMENT_TIMEOUT = 1800
 
 #: What a document's blocks leave in its working directory: checked after they ran.
 WRITTEN = {
@@ -104,41 +113,6 @@ def test_a_skip_marker_must_stand_right_before_a_fence(tmp_path, monkeypatch):
         (8, "python", None)]
 
 
-@pytest.mark.parametrize("document", [
-    pytest.param(document, marks=[pytest.mark.slow] if document in SLOW else [])
-    for document in doc_blocks.DOCUMENTS])
-def test_document_blocks_run(document, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("KERAS_ELMO_CACHE", str(tmp_path / ".cache"))  # jieba's segmentations
-    blocks = doc_blocks.document_blocks(document)
-    doc_blocks.make_workspace(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "__doc_block__"}
-    ran, skipped = [], []
-    for block in blocks:
-        if block.skip:
-            skipped.append(block)
-            continue
-        if block.language == "python":
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    doc_blocks.run_python(block, namespace)
-            except Exception as error:  # noqa: BLE001 - reported with the block's place
-                pytest.fail(f"{block.where} failed: {type(error).__name__}: {error}\n"
-                            f"{block.code}")
-        else:
-            code, output = doc_blocks.run_shell(block, str(tmp_path))
-            assert code == 0, f"{block.where} failed (exit {code}):\n{block.code}\n{output}"
-        ran.append(block)
-    TOTALS["ran"] += len(ran)
-    TOTALS["skipped"] += len(skipped)
-    with capsys.disabled():
-        print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped (documents so far: "
-              f"{TOTALS['ran']} ran, {TOTALS['skipped']} skipped)"
-              + "".join(f"\n  skipped {block.where}: {block.skip}" for block in skipped))
-    for path in WRITTEN.get(document, []):
-        assert (tmp_path / path).exists(), f"{document}: its blocks did not write {path}"
-
-
 def test_every_public_class_and_function_has_a_docstring_example():
     missing = [name for name, obj in doc_blocks.public_objects()
                if not doc_blocks.docstring_tests(name, obj)]
@@ -157,3 +131,99 @@ def test_docstring_examples_run(name, obj, tmp_path, monkeypatch):
         runner.run(test, out=report.append)
     results = runner.summarize(verbose=False)
     assert results.failed == 0, "".join(report)
+
+
+class DocumentRuns:
+    """Runs each of `documents` in a process of its own (`doc_blocks.py`, in its folder of
+    `root`), `PARALLEL` at a time, in order, from when it is made; `report(document)` waits
+    for a document's report (`doc_blocks.run_document`)."""
+
+    def __init__(self, documents, root):
+        self.directories = {document: root / f"document{index}"
+                            for index, document in enumerate(documents)}
+        self._queue = list(documents)
+        self._reports = {}
+        self._done = {document: threading.Event() for document in documents}
+        self._processes = []
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._workers = [threading.Thread(target=self._work, daemon=True)
+                         for _ in range(min(PARALLEL, len(documents)))]
+        for worker in self._workers:
+            worker.start()
+
+    def report(self, document):
+        self._done[document].wait()
+        return self._reports[document]
+
+    def stop(self):
+        """Ends the processes still running and waits for the workers."""
+        with self._lock:
+            self._stopped = True
+            for process in self._processes:
+                if process.poll() is None:
+                    process.kill()
+        for worker in self._workers:
+            worker.join()
+
+    def _next(self):
+        with self._lock:
+            return self._queue.pop(0) if self._queue and not self._stopped else None
+
+    def _work(self):
+        while (document := self._next()) is not None:
+            directory = self.directories[document]
+            directory.mkdir()
+            result = directory.parent / f"{directory.name}.json"
+            with self._lock:
+                process = subprocess.Popen(
+                    [sys.executable, os.path.abspath(doc_blocks.__file__), document,
+                     str(directory), str(result)], cwd=str(directory), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self._processes.append(process)
+                if self._stopped:  # stopped while it started
+                    process.kill()
+            try:
+                _, err = process.communicate(timeout=DOCUMENT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                _, err = process.communicate()
+            if result.exists():
+                with open(result, encoding="utf-8") as handle:
+                    self._reports[document] = json.load(handle)
+            else:
+                self._reports[document] = {"ran": [], "skipped": [], "failure": (
+                    f"{document}: its process ended (exit {process.returncode}) without a "
+                    f"report:\n{err[-3000:]}")}
+            self._done[document].set()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def document_runs(request, tmp_path_factory):
+    """The documents of the `test_document_blocks_run` cases selected in this session,
+    started when the module's first test runs."""
+    documents = [item.callspec.params["document"] for item in request.session.items
+                 if item.module is request.module
+                 and item.originalname == "test_document_blocks_run"]
+    runs = DocumentRuns(documents, tmp_path_factory.mktemp("documents"))
+    yield runs
+    runs.stop()
+
+
+@pytest.mark.parametrize("document", [
+    pytest.param(document, marks=[pytest.mark.slow] if document in SLOW else [])
+    for document in doc_blocks.DOCUMENTS])
+def test_document_blocks_run(document, document_runs, capsys):
+    report = document_runs.report(document)
+    if report["failure"]:
+        pytest.fail(report["failure"], pytrace=False)
+    ran, skipped = report["ran"], report["skipped"]
+    TOTALS["ran"] += len(ran)
+    TOTALS["skipped"] += len(skipped)
+    with capsys.disabled():
+        print(f"\n{document}: {len(ran)} blocks ran, {len(skipped)} skipped (documents so far: "
+              f"{TOTALS['ran']} ran, {TOTALS['skipped']} skipped)"
+              + "".join(f"\n  skipped {where}: {reason}" for where, reason in skipped))
+    directory = document_runs.directories[document]
+    for path in WRITTEN.get(document, []):
+        assert (directory / path).exists(), f"{document}: its blocks did not write {path}"

@@ -1,5 +1,8 @@
 """`keras-elmo embed`: AllenNLP's HDF5 layout, empty lines, duplicates, mixed output, token
-cache, streaming, and one clear line with exit 2 for bad input."""
+cache, streaming, and one clear line with exit 2 for bad input.
+
+The killed and the next `embed` processes run from the module's first test on, beside the
+others (`background`); their test is the last."""
 
 import json
 import os
@@ -12,6 +15,7 @@ import pytest
 
 import keras
 import keras_elmo
+from background import background_jobs
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from keras_elmo.embedding.embed_file import embed_file, mix_sentence
 from keras_elmo.export import build_mix
@@ -247,14 +251,12 @@ def test_a_failing_batch_in_the_worker_reaches_the_caller(model):
         list(batches)
 
 
-@pytest.mark.slow
-def test_a_killed_embed_leaves_nothing_behind_the_next_run_in_its_folder(model, tmp_path):
-    """`kill -9` mid-file: no partial file under the final name; the next `embed` in the
-    same folder (another output name) removes the killed run's temporary."""
+def _killed_then_next_embed(directory, tmp_path):
+    """The killed-embed test, run in the background (`background`): its asserts raise in
+    the test."""
     import signal
     import time
 
-    directory, _ = model
     big = tmp_path / "big.txt"
     big.write_text("the cat sat on the mat today\n" * 40000, encoding="utf-8")
     out = tmp_path / "out"
@@ -279,3 +281,20 @@ def test_a_killed_embed_leaves_nothing_behind_the_next_run_in_its_folder(model, 
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(os.listdir(out)) == ["second.hdf5"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory, model):
+    """The killed-embed test's processes, from the module's first test on."""
+    directory, _ = model
+    with background_jobs(request, tmp_path_factory, {
+            "test_a_killed_embed_leaves_nothing_behind_the_next_run_in_its_folder":
+                lambda tmp_path: _killed_then_next_embed(directory, tmp_path)}) as jobs:
+        yield jobs
+
+
+@pytest.mark.slow
+def test_a_killed_embed_leaves_nothing_behind_the_next_run_in_its_folder(background, request):
+    """`kill -9` mid-file: no partial file under the final name; the next `embed` in the
+    same folder (another output name) removes the killed run's temporary."""
+    background.result(request)  # _killed_then_next_embed, its asserts

@@ -1,8 +1,12 @@
 """The downstream examples on tiny data: data readers, the layer store, the shared task
-layers (training graph == ElmoLayer text graph), and the scripts end to end (slow)."""
+layers (training graph == ElmoLayer text graph), and the scripts end to end (slow).
+
+pos_tagger.py and sentiment.py run as commands, each in a process of its own, from the
+module's first test on, beside the others (`background`); their tests are the last."""
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -10,6 +14,7 @@ import pytest
 
 import keras
 import keras_elmo
+from background import background_jobs
 from keras_elmo.embedding.bilm_runner import BiLMRunner
 from tasks.datasets import (SENTIMENT_MEMBERS, build_word_index, encode, ensure_sentiment,
                             load_sentiment, read_conll, subsample)
@@ -132,51 +137,6 @@ def test_text_model_equals_training_model(tiny, tmp_path):
                                atol=1e-3)
 
 
-@pytest.mark.slow
-def test_pos_tagger_and_plots_end_to_end(tiny, tmp_path):
-    import plots
-    import pos_tagger
-
-    root, _ = tiny
-    out = str(tmp_path / "out")
-    results = pos_tagger.main(["--data", str(root / "data"), "--model", str(root / "model"),
-                               "--out", out, "--fractions", "0.5", "1.0", "--epochs", "2", "2",
-                               "--dev-sentences", "5", "--word-dim", "4", "--lstm-units", "4"])
-    assert [(r["fraction"], r["arm"]) for r in results["runs"]] == [
-        (0.5, "baseline"), (0.5, "elmo"), (1.0, "baseline"), (1.0, "elmo")]
-    assert results["train_sentences"] == 35 and results["test_sentences"] == 8
-    check = results["runs"][-1]["text_check"]
-    assert check["same_predictions"] >= 0.95  # float16 store vs float32 ElmoLayer
-    with open(os.path.join(out, "pos_tagger.json"), encoding="utf-8") as f:
-        assert json.load(f)["runs"][1]["mix"]["gamma"] > 0
-    table = open(os.path.join(out, "pos_tagger.md"), encoding="utf-8").read()
-    assert "| 50% (18) |" in table and "| 100% (35) |" in table
-    assert sorted(os.listdir(out)) == ["pos_tagger.json", "pos_tagger.md"]  # stores removed
-    written = plots.main(["--out", out])
-    assert [os.path.basename(p) for p in written] == ["sample_efficiency.png", "mix_weights.png"]
-    assert all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in written)
-
-
-@pytest.mark.slow
-def test_sentiment_end_to_end(tiny, tmp_path):
-    import sentiment
-
-    root, _ = tiny
-    out = str(tmp_path / "out")
-    results = sentiment.main(["--data", str(root / "data"), "--model", str(root / "model"),
-                              "--out", out, "--epochs", "2", "--dev-sentences", "5",
-                              "--word-dim", "4", "--lstm-units", "4", "--repeats", "2"])
-    assert [(r["arm"], r["seed"]) for r in results["runs"]] == [
-        ("baseline", 0), ("elmo", 0), ("baseline", 1000), ("elmo", 1000)]
-    assert results["test_reviews"] == 12 and results["train_reviews"] == 43
-    assert results["runs"][1]["text_check"]["same_predictions"] >= 0.9
-    assert "text_check" not in results["runs"][3]  # once is enough
-    table = open(os.path.join(out, "sentiment.md"), encoding="utf-8").read()
-    assert "| without ELMo | with ELMo | gain |" in table and "over 2 task-model seeds" in table
-    base = [r["test_accuracy"] for r in results["runs"] if r["arm"] == "baseline"]
-    assert f"| {sum(base) / 2:.2%} ± " in table
-
-
 def test_senses_one_nearest_neighbour_by_layer(tiny, tmp_path):
     import senses
 
@@ -235,3 +195,75 @@ def test_adapt_bilm_fine_tunes_from_a_published_layout_model(tiny, tmp_path):
     with open(os.path.join(out, "adaptation.json"), encoding="utf-8") as f:
         epochs = [e["epoch"] for e in json.load(f)["epochs"]]
     assert epochs in ([1, 2], [1, 2, 3])  # stops early when epoch 1 stayed the best
+
+
+def _script(name, argv, out):
+    """`python examples/NAME.py ARGV` writing to `out`: its results (OUT/NAME.json)."""
+    done = subprocess.run([sys.executable, os.path.join(_ROOT, "examples", f"{name}.py"), *argv],
+                          cwd=_ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(os.path.join(out, f"{name}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _pos_tagger_run(root, tmp_path):
+    out = str(tmp_path / "out")
+    return out, _script("pos_tagger", [
+        "--data", str(root / "data"), "--model", str(root / "model"), "--out", out,
+        "--fractions", "0.5", "1.0", "--epochs", "2", "2", "--dev-sentences", "5",
+        "--word-dim", "4", "--lstm-units", "4"], out)
+
+
+def _sentiment_run(root, tmp_path):
+    out = str(tmp_path / "out")
+    return out, _script("sentiment", [
+        "--data", str(root / "data"), "--model", str(root / "model"), "--out", out,
+        "--epochs", "2", "--dev-sentences", "5", "--word-dim", "4", "--lstm-units", "4",
+        "--repeats", "2"], out)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory, tiny):
+    """The pos_tagger.py and sentiment.py commands, from the module's first test on."""
+    root, _ = tiny
+    with background_jobs(request, tmp_path_factory, {
+            "test_pos_tagger_and_plots_end_to_end":
+                lambda tmp_path: _pos_tagger_run(root, tmp_path),
+            "test_sentiment_end_to_end":
+                lambda tmp_path: _sentiment_run(root, tmp_path)}) as jobs:
+        yield jobs
+
+
+@pytest.mark.slow
+def test_pos_tagger_and_plots_end_to_end(background, request):
+    import plots
+
+    out, results = background.result(request)  # _pos_tagger_run
+    assert [(r["fraction"], r["arm"]) for r in results["runs"]] == [
+        (0.5, "baseline"), (0.5, "elmo"), (1.0, "baseline"), (1.0, "elmo")]
+    assert results["train_sentences"] == 35 and results["test_sentences"] == 8
+    check = results["runs"][-1]["text_check"]
+    assert check["same_predictions"] >= 0.95  # float16 store vs float32 ElmoLayer
+    with open(os.path.join(out, "pos_tagger.json"), encoding="utf-8") as f:
+        assert json.load(f)["runs"][1]["mix"]["gamma"] > 0
+    table = open(os.path.join(out, "pos_tagger.md"), encoding="utf-8").read()
+    assert "| 50% (18) |" in table and "| 100% (35) |" in table
+    assert sorted(os.listdir(out)) == ["pos_tagger.json", "pos_tagger.md"]  # stores removed
+    written = plots.main(["--out", out])
+    assert [os.path.basename(p) for p in written] == ["sample_efficiency.png", "mix_weights.png"]
+    assert all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+@pytest.mark.slow
+def test_sentiment_end_to_end(background, request):
+    out, results = background.result(request)  # _sentiment_run
+    assert [(r["arm"], r["seed"]) for r in results["runs"]] == [
+        ("baseline", 0), ("elmo", 0), ("baseline", 1000), ("elmo", 1000)]
+    assert results["test_reviews"] == 12 and results["train_reviews"] == 43
+    assert results["runs"][1]["text_check"]["same_predictions"] >= 0.9
+    assert "text_check" not in results["runs"][3]  # once is enough
+    table = open(os.path.join(out, "sentiment.md"), encoding="utf-8").read()
+    assert "| without ELMo | with ELMo | gain |" in table and "over 2 task-model seeds" in table
+    base = [r["test_accuracy"] for r in results["runs"] if r["arm"] == "baseline"]
+    assert f"| {sum(base) / 2:.2%} ± " in table

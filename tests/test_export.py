@@ -14,22 +14,16 @@ import tensorflow as tf
 import keras_elmo
 from keras_elmo.export import (ElmoModule, build_mix, export_model_dir, export_saved_model,
                     load_mix_weights, save_mix_weights)
-from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
-                                 make_model_dir, padded)
+from test_export_helpers import BATCHES, MIX, assert_outputs_close, eager_reference, padded
 
 OUTPUTS = ["default", "elmo", "lstm_outputs1", "lstm_outputs2", "sequence_mask", "word_emb"]
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    """Tiny model dir with a scalar_mix.json, exported to base/1 and loaded."""
-    root = tmp_path_factory.mktemp("export")
-    options_file, weight_file = make_model_dir(str(root / "model"))
-    with open(root / "model" / "scalar_mix.json", "w") as f:
-        json.dump(MIX, f)
-    path = export_model_dir(str(root / "model"), str(root / "serving"), version=1)
-    return dict(options=options_file, weights=weight_file, path=path,
-                loaded=tf.saved_model.load(path))
+def model(exported_tiny_model):
+    """Tiny model dir with a scalar_mix.json, exported to base/1 (once per session,
+    conftest.py) and loaded."""
+    return dict(exported_tiny_model, loaded=tf.saved_model.load(exported_tiny_model["path"]))
 
 
 def _call(loaded, signature, sentences):

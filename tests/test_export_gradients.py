@@ -16,8 +16,7 @@ import tensorflow as tf
 
 import keras_elmo
 from keras_elmo.export import ElmoModule, export_model_dir, export_saved_model
-from test_export_helpers import (BATCHES, MIX, assert_outputs_close, eager_reference,
-                                 make_model_dir, padded)
+from test_export_helpers import BATCHES, MIX, assert_outputs_close, eager_reference, padded
 
 #: Tiny biLM of `make_model_dir`: 29 weight tensors, P = 8, output dim 16, 3 layers.
 NUM_BILM_VARIABLES = 29
@@ -25,13 +24,10 @@ SENTENCES = BATCHES[0]  # batch 3, lengths 4, 2 and 0
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gradients")
-    options, weights = make_model_dir(str(root / "model"))
-    with open(root / "model" / "scalar_mix.json", "w") as f:
-        json.dump(MIX, f)
-    path = export_model_dir(str(root / "model"), str(root / "elmo"))
-    return dict(options=options, weights=weights, path=path, loaded=tf.saved_model.load(path))
+def model(exported_tiny_model):
+    """Tiny model dir with a scalar_mix.json, exported (once per session, conftest.py) and
+    loaded."""
+    return dict(exported_tiny_model, loaded=tf.saved_model.load(exported_tiny_model["path"]))
 
 
 def _entry_points():

@@ -115,7 +115,26 @@ def run_python(code, hide=True, timeout=120, hidden=HIDDEN, env=None):
     """Runs `code` in a fresh `python -c` (with the packages `hidden` made unimportable when
     `hide`; `sys` is imported either way), with `env` added to the environment; returns the
     finished process."""
+    return finish_python(start_python(code, hide, hidden, env), timeout)
+
+
+def start_python(code, hide=True, hidden=HIDDEN, env=None):
+    """`run_python`'s process, started and not waited for (several at once: each is mostly
+    tracing, on one core); `finish_python` waits for it."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     prefix = HIDE_TEMPLATE.format(hidden=tuple(hidden)) if hide else "import sys\n"
-    return subprocess.run([sys.executable, "-c", prefix + code], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd="/")
+    return subprocess.Popen([sys.executable, "-c", prefix + code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+
+
+def finish_python(process, timeout=120):
+    """Waits for a `start_python` process (killed after `timeout` seconds, raising
+    `subprocess.TimeoutExpired` as `subprocess.run` does); returns the finished process, as
+    `run_python` does."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

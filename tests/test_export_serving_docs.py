@@ -17,8 +17,7 @@ import pytest
 import tensorflow as tf
 
 import keras_elmo
-from keras_elmo.export import export_saved_model, load_mix_weights
-from test_export_helpers import make_model_dir
+from keras_elmo.export import load_mix_weights
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
                    "serving.md")
@@ -31,11 +30,11 @@ def _json_blocks():
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("docs")
-    options, weights = make_model_dir(str(root / "model"))
-    bilm = keras_elmo.BiLM.from_weights(options, weights)
-    return tf.saved_model.load(export_saved_model(bilm, str(root / "elmo" / "1")))
+def loaded(exported_tiny_model):
+    """The tiny model's export (once per session, conftest.py), loaded: the documents'
+    requests fit any export, their response checks are of shapes and of model-independent
+    outputs."""
+    return tf.saved_model.load(exported_tiny_model["path"])
 
 
 def _feed(function, request):

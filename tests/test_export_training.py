@@ -11,6 +11,7 @@ which of the export's variables changed. The clients:
   signature (the module's `__call__`), which trains only the mix;
 - a raw `tf.GradientTape` over signature calls, eagerly and in a `tf.function`, in a
   process with TensorFlow only.
+The clients of the selected tests start together, when the first of them runs.
 `pytest -s` prints the reports.
 """
 
@@ -20,7 +21,7 @@ import json
 import pytest
 
 from keras_elmo.export import export_model_dir
-from test_export_helpers import HIDDEN, OURS, make_model_dir, run_python
+from test_export_helpers import HIDDEN, OURS, finish_python, make_model_dir, start_python
 
 pytestmark = pytest.mark.slow
 
@@ -168,10 +169,43 @@ def exported(tmp_path_factory):
     return export_model_dir(str(root / "model"), str(root / "elmo"))
 
 
-def _run(script, path, hidden, env=None):
-    """Runs a client script; returns its JSON reports (the last one is the import check)."""
-    proc = run_python(PRELUDE.format(path=path) + script + NOTHING_OF_OURS, hidden=hidden,
-                      env=env, timeout=600)
+HAS_HUB = (importlib.util.find_spec("tensorflow_hub") is not None
+           and importlib.util.find_spec("tf_keras") is not None)
+
+#: test name -> its client: (script, packages hidden, environment added).
+CLIENTS = {
+    "test_keras3_tfsm_layer_trains_the_head_and_with_trainable_true_only_the_mix":
+        (KERAS3_SCRIPT, OURS, None),
+    "test_tensorflow_hub_keras_layer_under_tf_keras":
+        (HUB_SCRIPT, OURS, {"TF_USE_LEGACY_KERAS": "1"}),
+    "test_raw_gradient_tape_over_signature_calls_in_a_tensorflow_only_process":
+        (TAPE_SCRIPT, HIDDEN, None),
+}
+
+
+@pytest.fixture(scope="module")
+def clients(exported, request):
+    """test name -> its client's process, started when the first of these tests runs for
+    every one of them selected in this session, all at once (each is mostly tracing, on one
+    core)."""
+    selected = {item.originalname for item in request.session.items
+                if item.module is request.module}
+    if not HAS_HUB:
+        selected.discard("test_tensorflow_hub_keras_layer_under_tf_keras")
+    processes = {name: start_python(PRELUDE.format(path=exported) + script + NOTHING_OF_OURS,
+                                    hidden=hidden, env=env)
+                 for name, (script, hidden, env) in CLIENTS.items() if name in selected}
+    yield processes
+    for process in processes.values():  # a test that failed before it waited for its own
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def _run(clients, request):
+    """Waits for the client of the running test; returns its JSON reports (the last one is
+    the import check)."""
+    proc = finish_python(clients[request.node.originalname], timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert reports[-1] == {"imported": []}, reports[-1]
@@ -192,25 +226,24 @@ def _check(entry, trains_mix, mix_names=MIX_NAMES):
         assert entry["trainable_weights"] == [], entry
 
 
-def test_keras3_tfsm_layer_trains_the_head_and_with_trainable_true_only_the_mix(exported):
-    frozen, trainable = _run(KERAS3_SCRIPT, exported, hidden=OURS)
+def test_keras3_tfsm_layer_trains_the_head_and_with_trainable_true_only_the_mix(clients,
+                                                                                request):
+    frozen, trainable = _run(clients, request)  # KERAS3_SCRIPT
     _check(frozen, trains_mix=False)
     # TFSMLayer names its weights after the variables, "/" replaced by "_".
     _check(trainable, trains_mix=True,
            mix_names=[name.replace("/", "_") for name in MIX_NAMES])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow_hub") is None
-                    or importlib.util.find_spec("tf_keras") is None,
-                    reason="tensorflow-hub and tf-keras are in the `test` extra")
-def test_tensorflow_hub_keras_layer_under_tf_keras(exported):
-    default, tokens, trainable = _run(HUB_SCRIPT, exported, hidden=OURS,
-                                      env={"TF_USE_LEGACY_KERAS": "1"})
+@pytest.mark.skipif(not HAS_HUB, reason="tensorflow-hub and tf-keras are in the `test` extra")
+def test_tensorflow_hub_keras_layer_under_tf_keras(clients, request):
+    default, tokens, trainable = _run(clients, request)  # HUB_SCRIPT, TF_USE_LEGACY_KERAS=1
     _check(default, trains_mix=False)
     _check(tokens, trains_mix=False)
     _check(trainable, trains_mix=True)
 
 
-def test_raw_gradient_tape_over_signature_calls_in_a_tensorflow_only_process(exported):
-    for entry in _run(TAPE_SCRIPT, exported, hidden=HIDDEN):
+def test_raw_gradient_tape_over_signature_calls_in_a_tensorflow_only_process(clients,
+                                                                              request):
+    for entry in _run(clients, request):  # TAPE_SCRIPT, TensorFlow only
         _check(entry, trains_mix=True)

@@ -3,10 +3,11 @@
 reported a merge_call failure of that combination).
 
 One subprocess (logical devices must be set before any TF op) trains the same tiny model,
-from the same seed, for STEPS steps in each precision, a second one with mixed_float16 and
-the XLA-compiled step; the sampled softmax is on (its sparse rows and sampler). Stated tolerance: each policy's last logged loss is within
-LOSS_TOLERANCE nats of float32's. Then the mixed_float16 run is exported and the
-SavedModel is served by a second process that imports TensorFlow only.
+from the same seed, for STEPS steps in each precision, a second one, at the same time, with
+mixed_float16 and the XLA-compiled step; the sampled softmax is on (its sparse rows and
+sampler). Stated tolerance: each policy's last logged loss is within LOSS_TOLERANCE nats of
+float32's. Then the mixed_float16 run is exported and the SavedModel is served by a third
+process that imports TensorFlow only.
 """
 
 import json
@@ -21,10 +22,10 @@ import pytest
 from cpu_class import bfloat16_refusal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = 30
-#: |loss(policy) - loss(float32)| allowed after STEPS steps (measured: 4e-6 for
-#: mixed_float16, 1.6e-3 for mixed_bfloat16, 1e-5 for mixed_float16 with XLA, losses
-#: about 2.47).
+STEPS = 10
+#: |loss(policy) - loss(float32)| allowed after STEPS steps (measured after 10 steps, losses
+#: about 2.54: 2e-6 for mixed_float16, 2e-5 for mixed_bfloat16, 7e-3 for mixed_float16 with
+#: XLA; after 30 steps, losses about 2.47: 4e-6, 1e-4 and 5e-3).
 LOSS_TOLERANCE = 0.02
 
 TRAIN_SCRIPT = r'''import io, json, sys
@@ -94,13 +95,22 @@ print(json.dumps({"ours_imported": sorted(m for m in sys.modules if m.startswith
 '''
 
 
-def _run(script, args, cwd, seconds):
+def _start(script, args, cwd, seconds):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_CONFIG", None)
-    out = subprocess.run(["timeout", "-k", "10", str(seconds), sys.executable, str(script),
-                          *args], capture_output=True, text=True, env=env, cwd=str(cwd))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    return subprocess.Popen(["timeout", "-k", "10", str(seconds), sys.executable, str(script),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=str(cwd))
+
+
+def _finish(process):
+    stdout, stderr = process.communicate()
+    assert process.returncode == 0, stderr[-3000:]
+    return stdout
+
+
+def _run(script, args, cwd, seconds):
+    return _finish(_start(script, args, cwd, seconds))
 
 
 @pytest.mark.slow
@@ -111,14 +121,25 @@ def test_mixed_precision_under_mirrored_strategy_trains_like_float32_and_exports
     if bfloat16_refusal() is not None:  # a CPU class without bfloat16 products (cpu_class)
         precisions.remove("mixed_bfloat16")
         warnings.warn(f"mixed_bfloat16 not trained here: {bfloat16_refusal()}")
-    output = _run(train, [str(tmp_path), str(STEPS), ",".join(precisions)], tmp_path, 900)
-    results = json.loads(output.split("RESULTS ", 1)[1])
     # The XLA-compiled step with float16 on two devices, in a process of its own (a fourth
     # MirroredStrategy in one process, after three others ran collectives, fails its
     # collective ops at random with XLA's per-replica row counts; one strategy per
-    # process is how training runs).
-    output = _run(train, [str(tmp_path), str(STEPS), "mixed_float16+xla"], tmp_path, 900)
-    results.update(json.loads(output.split("RESULTS ", 1)[1]))
+    # process is how training runs). Both processes run at once: each is mostly tracing,
+    # on one core.
+    (tmp_path / "xla").mkdir()
+    processes = [_start(train, [str(tmp_path), str(STEPS), ",".join(precisions)], tmp_path,
+                        900),
+                 _start(train, [str(tmp_path / "xla"), str(STEPS), "mixed_float16+xla"],
+                        tmp_path, 900)]
+    results = {}
+    try:
+        for process in processes:
+            results.update(json.loads(_finish(process).split("RESULTS ", 1)[1]))
+    finally:
+        for process in processes:  # the other one, when one failed
+            if process.poll() is None:
+                process.terminate()  # `timeout` passes it on
+                process.communicate()
     reference = results["float32"]["losses"][-1]
     for precision, compute in (("float32", "float32"), ("mixed_float16", "float16"),
                                ("mixed_bfloat16", "bfloat16"), ("mixed_float16+xla", "float16")):

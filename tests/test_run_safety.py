@@ -2,7 +2,9 @@
 
 One run per MODEL_DIR (lock, stale lock of a killed run), divergence (NaN learning rate),
 SIGTERM (checkpoint + weights.hdf5 + resume hint), resume from another directory, a
-checkpoint that does not match options.json, non-finite checkpoints refused.
+checkpoint that does not match options.json, non-finite checkpoints refused. The training
+processes of the SIGTERM and the concurrent-trainers tests run from the module's first test
+on, beside the others (`background`).
 """
 
 import glob
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from background import background_jobs
 from keras_elmo.cli.main import main
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.model_dir import ModelDir
@@ -39,13 +42,17 @@ _HOLDER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def data(tmp_path):
+def _write_data(tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text(LINES * 30)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("<S>\n</S>\n<UNK>\nthe\ncat\nsat\non\nmat\na\ndog\n")
     return tmp_path, str(corpus), str(vocab)
+
+
+@pytest.fixture
+def data(tmp_path):
+    return _write_data(tmp_path)
 
 
 def _error_lines(capfd):
@@ -239,48 +246,52 @@ def _env():
     return env
 
 
-@pytest.mark.slow
-def test_sigterm_writes_a_checkpoint_and_weights_then_says_how_to_resume(data):
-    tmp_path, corpus, vocab = data
+def _sigterm_run(tmp_path):
+    """A run sent SIGTERM after its third step: `(model, exit code, stdout, stderr)`."""
+    _, corpus, vocab = _write_data(tmp_path)
     model = str(tmp_path / "model")
     process = subprocess.Popen(
         ["timeout", "-k", "120", "300"] + _train_command(model, corpus, vocab, "--epochs", "1000",
                                                        "--checkpoint-every", "100000"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-    for line in process.stdout:  # wait for the first steps
-        if line.startswith("step 3 "):
-            break
-    os.kill(process.pid, signal.SIGTERM)  # `timeout` passes it on to the trainer
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 143, err[-2000:]
-    step = int(re.search(r"stopped \(SIGTERM\) at step (\d+)", out).group(1))
-    assert step >= 3
-    lines = [line for line in err.splitlines() if line and not _CPP_LOG.match(line)]
-    assert lines == [f"keras-elmo train: interrupted by SIGTERM at step {step}; checkpoint and "
-                     f"weights.hdf5 written; resume with `keras-elmo train {model}`."], lines
-    assert ModelDir(model).latest_checkpoint().endswith(f"ckpt-{step}")
-    from keras_elmo.models.bilm import BiLM
-
-    BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))
+    try:
+        for line in process.stdout:  # wait for the first steps
+            if line.startswith("step 3 "):
+                break
+        os.kill(process.pid, signal.SIGTERM)  # `timeout` passes it on to the trainer
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return model, process.returncode, out, err
 
 
-@pytest.mark.slow
-def test_two_concurrent_trainers_one_is_refused(data):
-    tmp_path, corpus, vocab = data
+def _concurrent_runs(tmp_path):
+    """Two runs started at once on one model directory: `(model, [(exit code, stdout,
+    stderr)])`."""
+    _, corpus, vocab = _write_data(tmp_path)
     model = str(tmp_path / "model")
     runs = [subprocess.Popen(["timeout", "-k", "5", "300"] +
                              _train_command(model, corpus, vocab, "--max-steps", "3"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=_env()) for _ in range(2)]
-    results = [(run.wait(), run.stdout.read(), run.stderr.read()) for run in runs]
-    codes = sorted(code for code, _, _ in results)
-    assert codes == [0, 2], results
-    refused = next(err for code, _, err in results if code == 2)
-    assert re.search(rf"{re.escape(model)} is being trained by pid \d+ on host", refused)
-    # The directory is one run's: its options and weights load together.
-    from keras_elmo.models.bilm import BiLM
+    results = []
+    for run in runs:
+        out, err = run.communicate()
+        results.append((run.returncode, out, err))
+    return model, results
 
-    BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))
+
+@pytest.fixture(scope="module", autouse=True)
+def background(request, tmp_path_factory):
+    """The training processes of the SIGTERM and concurrent-trainers tests, from the
+    module's first test on (those tests are the last: the others run meanwhile)."""
+    with background_jobs(request, tmp_path_factory, {
+            "test_sigterm_writes_a_checkpoint_and_weights_then_says_how_to_resume":
+                _sigterm_run,
+            "test_two_concurrent_trainers_one_is_refused": _concurrent_runs}) as jobs:
+        yield jobs
 
 
 @pytest.mark.slow
@@ -302,3 +313,31 @@ def test_a_run_resumes_from_another_directory_and_by_another_path(data, monkeypa
     saved["train_prefix"] = "../train.txt"
     (tmp_path / "model" / "options.json").write_text(json.dumps(saved))
     assert main(["train", "../model", "--max-steps", "5"]) == 0
+
+
+@pytest.mark.slow
+def test_sigterm_writes_a_checkpoint_and_weights_then_says_how_to_resume(background, request):
+    model, returncode, out, err = background.result(request)  # _sigterm_run
+    assert returncode == 143, err[-2000:]
+    step = int(re.search(r"stopped \(SIGTERM\) at step (\d+)", out).group(1))
+    assert step >= 3
+    lines = [line for line in err.splitlines() if line and not _CPP_LOG.match(line)]
+    assert lines == [f"keras-elmo train: interrupted by SIGTERM at step {step}; checkpoint and "
+                     f"weights.hdf5 written; resume with `keras-elmo train {model}`."], lines
+    assert ModelDir(model).latest_checkpoint().endswith(f"ckpt-{step}")
+    from keras_elmo.models.bilm import BiLM
+
+    BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))
+
+
+@pytest.mark.slow
+def test_two_concurrent_trainers_one_is_refused(background, request):
+    model, results = background.result(request)  # _concurrent_runs
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, _, err in results if code == 2)
+    assert re.search(rf"{re.escape(model)} is being trained by pid \d+ on host", refused)
+    # The directory is one run's: its options and weights load together.
+    from keras_elmo.models.bilm import BiLM
+
+    BiLM.from_weights(os.path.join(model, "options.json"), os.path.join(model, "weights.hdf5"))

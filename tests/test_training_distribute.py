@@ -17,11 +17,14 @@ from keras_elmo.training.distribute import cluster_size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: One step on the two logical CPUs (`two`) or on the first alone (`one`), from the weights
+#: the seed gives; writes the weights before and after to an .npz, prints a JSON report.
 MIRRORED_SCRIPT = r'''
 import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
 import numpy as np
 from keras_elmo.text.characters import batch_to_ids
 from keras_elmo.training.config import TrainingConfig
@@ -42,10 +45,9 @@ def batch(sentences, length):
         tokens[i, :len(s)] = vocab.encode(s)
     return {"char_ids": ids, "token_ids": tokens}
 
-def one_step(strategy, per_replica, weights):
+def one_step(strategy, per_replica):
+    keras.utils.set_random_seed(0)  # the same start in both processes (the test checks it)
     trainer = Trainer(config, vocab, ModelDir(sys.argv[1]), strategy=strategy)
-    if weights is not None:
-        trainer.model.set_weights(weights)
     start = trainer.model.get_weights()
     spec = {"char_ids": tf.TensorSpec((None, None, 50), tf.int32),
             "token_ids": tf.TensorSpec((None, None), tf.int32)}
@@ -56,14 +58,14 @@ def one_step(strategy, per_replica, weights):
     loss = 0.5 * float(sums["forward"] + sums["backward"]) / float(sums["count"])
     return start, loss, trainer.model.get_weights(), len(results), int(tokens)
 
-two = tf.distribute.MirroredStrategy()  # every local device: the two logical CPUs
-start, loss2, after2, steps2, tokens2 = one_step(two, [batch(a, 5), batch(b, 6)], None)
-one = tf.distribute.MirroredStrategy(devices=["/cpu:0"])
-_, loss1, after1, steps1, tokens1 = one_step(one, [batch(a + b, 6)], start)
-print(json.dumps({"replicas": two.num_replicas_in_sync, "loss1": loss1, "loss2": loss2,
-                  "steps": [steps1, steps2], "tokens": [tokens1, tokens2],
-                  "weight_diff": max(float(np.abs(x - y).max()) for x, y in zip(after1, after2)),
-                  "update": max(float(np.abs(x - y).max()) for x, y in zip(start, after1))}))
+if sys.argv[2] == "two":  # every local device: the two logical CPUs
+    strategy, per_replica = tf.distribute.MirroredStrategy(), [batch(a, 5), batch(b, 6)]
+else:
+    strategy, per_replica = tf.distribute.MirroredStrategy(devices=["/cpu:0"]), [batch(a + b, 6)]
+start, loss, after, steps, tokens = one_step(strategy, per_replica)
+np.savez(sys.argv[3], *start, *after)
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "loss": loss, "steps": steps,
+                  "tokens": tokens}))
 '''
 
 
@@ -87,20 +89,50 @@ def test_cluster_size_reads_tf_config():
         cluster_size("{not json")
 
 
+def _run_at_once(commands, tmp_path):
+    """Runs `commands` (name -> argv) at once, each mostly tracing on one core, under
+    `timeout`; returns name -> the JSON report on the last line of its output."""
+    processes = {name: subprocess.Popen(
+        ["timeout", "-k", "10", "240", sys.executable, *argv], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=_env(), cwd=str(tmp_path))
+        for name, argv in commands.items()}
+    results = {}
+    try:
+        for name, process in processes.items():
+            out, err = process.communicate()
+            assert process.returncode == 0, err[-3000:]
+            results[name] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        for process in processes.values():  # the others, when one failed
+            if process.poll() is None:
+                process.terminate()  # `timeout` passes it on
+                process.communicate()
+    return results
+
+
 @pytest.mark.slow
 def test_two_logical_cpus_give_the_loss_and_update_of_one_device(tmp_path):
     script = tmp_path / "mirrored.py"
     script.write_text(MIRRORED_SCRIPT)
-    out = subprocess.run(["timeout", "-k", "10", "240", sys.executable, str(script),
-                          str(tmp_path / "model")], capture_output=True, text=True, env=_env(),
-                         cwd=str(tmp_path))
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["replicas"] == 2 and result["steps"] == [1, 1]
-    assert result["tokens"] == [21, 21]
-    assert abs(result["loss1"] - result["loss2"]) < 1e-5
-    assert result["update"] > 1e-3  # the step changed the weights...
-    assert result["weight_diff"] < 1e-5  # ...identically on one and on two devices
+    results = _run_at_once({devices: [str(script), str(tmp_path / devices), devices,
+                                      str(tmp_path / f"{devices}.npz")]
+                            for devices in ("two", "one")}, tmp_path)
+    two, one = results["two"], results["one"]
+    assert (two["replicas"], one["replicas"]) == (2, 1)
+    assert [one["steps"], two["steps"]] == [1, 1]
+    assert [one["tokens"], two["tokens"]] == [21, 21]
+    assert abs(one["loss"] - two["loss"]) < 1e-5
+    weights = {}
+    for devices in ("two", "one"):
+        with np.load(tmp_path / f"{devices}.npz") as arrays:
+            values = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+        weights[devices] = values[:len(values) // 2], values[len(values) // 2:]
+    (start, after2), (start1, after1) = weights["two"], weights["one"]
+    assert all(np.array_equal(x, y) for x, y in zip(start, start1))  # the same start
+    update = max(float(np.abs(x - y).max()) for x, y in zip(start, after1))
+    weight_diff = max(float(np.abs(x - y).max()) for x, y in zip(after1, after2))
+    assert update > 1e-3  # the step changed the weights...
+    assert weight_diff < 1e-5  # ...identically on one and on two devices
 
 
 @pytest.mark.slow
@@ -185,13 +217,9 @@ def test_sparse_softmax_rows_update_like_dense_adagrad_on_two_replicas(tmp_path)
     and applied by SparseAdagrad; the table equals the one Keras' dense Adagrad gives."""
     script = tmp_path / "sparse.py"
     script.write_text(SPARSE_SCRIPT)
-    results = {}
-    for mode in ("sparse", "dense"):
-        out = subprocess.run(["timeout", "-k", "10", "240", sys.executable, str(script),
-                              str(tmp_path / mode), mode, str(tmp_path / f"{mode}.npy")],
-                             capture_output=True, text=True, env=_env(), cwd=str(tmp_path))
-        assert out.returncode == 0, out.stderr[-3000:]
-        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    results = _run_at_once({mode: [str(script), str(tmp_path / mode), mode,
+                                   str(tmp_path / f"{mode}.npy")]
+                            for mode in ("sparse", "dense")}, tmp_path)
     assert results["sparse"]["optimizer"] == "SparseAdagrad"
     assert results["dense"]["optimizer"] == "Adagrad"
     assert 0 < results["sparse"]["changed_rows"] < 1203  # only sampled and target rows
