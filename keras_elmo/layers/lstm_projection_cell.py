@@ -11,8 +11,8 @@ Feature-major: a step works on states with one column per batch row, `h` `(P, ba
 `c` `(U, batch)`, and the cell stores its kernels `(out, in)`: `W_x` `(4U, in)`, `W_h`
 `(4U, P)`, `W_p` `(P, U)`, so every product of a step is `W @ state` and the gates split
 into four blocks of whole rows without a copy. On CPU these are the faster products for
-batches of rows (docs/performance.md, "LSTM kernel layout"). The layout is the cell's own
-business: `logical_kernels()`, `logical_weights()`, Keras weight files and
+batches of rows (docs/performance.md, "Figures behind the code's choices"). The layout is
+the cell's own business: `logical_kernels()`, `logical_weights()`, Keras weight files and
 `keras_elmo.formats.weight_file` all see `(in, out)`. (A SavedModel holds the variables as
 stored: its `recurrent_kernel` is `(4U, P)`.)
 

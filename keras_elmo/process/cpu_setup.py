@@ -15,7 +15,7 @@ starts, and `set_cpu_defaults()` sets both, each unless the user has set it:
   of single sentences on an AVX2 CPU may set `TF_ENABLE_ONEDNN_OPTS=0` itself), so they are
   turned on wherever the CPU has AVX2.
 
-docs/performance.md ("CPU classes and oneDNN", "Threads") has the figures behind both.
+docs/performance.md ("Figures behind the code's choices") has the figures behind both.
 `describe_cpu()` prints what is in effect and who chose it. Where the CPU has no native
 bfloat16 TensorFlow emulates it, several times slower than float32: `native_bfloat16()`
 tells, `bfloat16_cost_note()` says so in one line, and `check_bfloat16_runs()` refuses the
