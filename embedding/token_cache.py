@@ -77,6 +77,7 @@ class TokenEmbeddingCache:
         if not hasattr(bilm, "layers_from_token_embeddings"):
             raise ValueError("TokenEmbeddingCache needs a keras_elmo.BiLM; received "
                              f"{type(bilm).__name__}.")
+        bilm.require_byte_model("TokenEmbeddingCache")
         if getattr(bilm, "stateful", False):
             raise ValueError("TokenEmbeddingCache needs a stateless biLM (a stateful one would "
                              "make a sentence's vectors depend on the sentences before it).")

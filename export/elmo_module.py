@@ -100,6 +100,7 @@ class ElmoModule(tf.Module):
         if not isinstance(bilm, BiLM):
             raise ValueError(f"ElmoModule needs a keras_elmo.BiLM; received "
                              f"{type(bilm).__name__}.")
+        bilm.require_byte_model("ElmoModule (the SavedModel export)")
         if bilm.stateful:
             raise ValueError("ElmoModule needs a stateless BiLM (a stateful one would carry "
                              "LSTM state from one serving request to the next); rebuild it "

@@ -3,12 +3,13 @@
 The folders follow the model (docs/model.md):
 
     text/      tokens of a line, and tokens -> character ids (`batch_to_ids`)
-    layers/    the model's pieces: `CharCNNEmbedder` (with `Highway`), sentence boundaries,
-               `LSTMProjectionCell` -> `ResidualBiLSTM`, `ScalarMix`
+    layers/    the model's pieces: `CharCNNEmbedder` (with `Highway`), `WordEmbedding`,
+               sentence boundaries, `LSTMProjectionCell` -> `ResidualBiLSTM`, `ScalarMix`
     models/    `BiLM`, the backbone (char CNN -> residual biLSTM), and `ElmoLayer`, a BiLM
                with the task's scalar mixes
-    formats/   files: options.json (`BiLMOptions`), the published weight files, the token
-               embedding file, a model directory's file names
+    formats/   files: options.json (`BiLMOptions`), the published weight files,
+               ELMoForManyLangs model directories, the token embedding file, a model
+               directory's file names
     process/   helpers of a running process: atomic files, memory, CPU threads, progress
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
@@ -36,11 +37,15 @@ _PUBLIC = {
     "ResidualBiLSTM": "keras_elmo.layers.residual_bilstm",
     "ScalarMix": "keras_elmo.layers.scalar_mix",
     "TokenEmbeddingCache": "keras_elmo.embedding.token_cache",
+    "TokenVocabulary": "keras_elmo.text.token_vocabulary",
+    "WordEmbedding": "keras_elmo.layers.word_embedding",
     "batch_to_ids": "keras_elmo.text.characters",
+    "efml_vocabulary": "keras_elmo.formats.efml_weights",
     "load_bilm_weights": "keras_elmo.formats.weight_file",
     "save_bilm_weights": "keras_elmo.formats.weight_file",
     "save_published": "keras_elmo.formats.weight_file",
     "token_to_char_ids": "keras_elmo.text.characters",
+    "vocabulary_batch_to_ids": "keras_elmo.text.token_vocabulary",
 }
 
 __version__ = "0.1.0"

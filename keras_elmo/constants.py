@@ -19,6 +19,8 @@ PADDING_CHAR = 260
 
 #: Every id in a model input is the raw id plus this, so that 0 means "no token here".
 CHAR_ID_SHIFT = 1
+#: Word ids of a vocabulary model are shifted the same way (0 = no token).
+WORD_ID_SHIFT = 1
 #: Rows of the model's char embedding table (row 0 = "no token", fixed at zero).
 NUM_CHARACTERS = PADDING_CHAR + CHAR_ID_SHIFT + 1  # 262
 #: Rows of `char_embed` in a weight file (no row 0), and bilm-tf's training `n_characters`.
@@ -33,7 +35,8 @@ UNK_TOKEN = "<UNK>"
 #: The biLSTM's two directions, in the order of every per-direction list and of the
 #: weight files' `RNN_0` (forward) and `RNN_1` (backward).
 DIRECTIONS = ("forward", "backward")
-#: Added to the forget gate's pre-activation; not stored in weight files.
+#: Added to the forget gate's pre-activation; not stored in weight files. The default of
+#: `BiLMOptions.forget_bias` (a model whose stored bias holds it has 0.0 there).
 FORGET_BIAS = 1.0
 #: Number of LSTM gates.
 NUM_GATES = 4

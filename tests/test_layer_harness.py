@@ -13,7 +13,8 @@ from cpu_class import needs_bfloat16_products
 from layer_test_harness import DEFAULT_POLICIES, run_dtype_policy_test, run_layer_test
 
 # === The layer table: the only lines that name where each class lives ===
-from keras_elmo.layers import AddSentenceBoundaries, RemoveSentenceBoundaries
+from keras_elmo.layers import AddSentenceBoundaries, RemoveSentenceBoundaries, WordEmbedding
+from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 from keras_elmo.training.language_model import LanguageModel
 from keras_elmo.training.softmax import SharedSoftmax
 Highway = keras_elmo.Highway
@@ -104,6 +105,24 @@ STACK_5 = _floats(2, LAYERS + 1, 5, P)  # ScalarMix inputs, T = 5
 FRAMED_7 = _floats(2, 3, 7, P)  # RemoveSentenceBoundaries inputs: <S> + 5 tokens + </S>
 FRAMED_MASK_7 = _mask([7, 4], 7)
 REAL_3 = np.s_[:, :3]
+WORD_IDS = np.array([[3, 1, 5], [2, 0, 0]], np.int32)  # (2, 3) shifted word ids, 0 = padding
+WORD_IDS_5 = np.pad(WORD_IDS, ((0, 0), (0, 2)))
+# A vocabulary model (docs/model.md section 10): 9 chars (specials 0-5, "abc") + row 0.
+VOCABULARY = TokenVocabulary(chars={"a": 6, "b": 7, "c": 8}, unknown_char=0, padding_char=1,
+                             begin_word_char=2, end_word_char=3, begin_sentence_char=4,
+                             end_sentence_char=5)
+VOCABULARY_OPTIONS = keras_elmo.BiLMOptions.tiny(
+    char_vocabulary=True, num_characters=10, padding_char=1, begin_word_char=2,
+    end_word_char=3, begin_sentence_char=4, end_sentence_char=5, forget_bias=0.0)
+VOCABULARY_IDS = vocabulary_batch_to_ids(VOCABULARY, [["abc", "dx", "a"], ["bad"]])["char_ids"]
+VOCABULARY_IDS_5 = np.pad(VOCABULARY_IDS, ((0, 0), (0, 2), (0, 0)))
+# The same with a word table of 4 words: the model takes [char_ids, word_ids] here (a list,
+# Keras' order of its dict inputs: the harness passes a dict as keywords).
+WORDS_OPTIONS = keras_elmo.BiLMOptions.from_dict({
+    **VOCABULARY_OPTIONS.to_dict(),
+    "word_embedding": {"dim": 3, "n_words": 4, "begin_sentence": 1, "end_sentence": 1}})
+WORD_INPUTS = [VOCABULARY_IDS, np.array([[4, 1, 3], [1, 0, 0]], np.int32)]
+WORD_INPUTS_5 = [VOCABULARY_IDS_5, np.pad(WORD_INPUTS[1], ((0, 0), (0, 2)))]
 
 
 ELMO_DICT_KWARGS = dict(num_output_representations=2, do_layer_norm=True, return_layers=True)
@@ -118,6 +137,18 @@ def _bilm_padding_pairs(call):
     """Trailing padding tokens, and a longer neighbour in the batch, change no real position
     of a sentence: the harness's callable form of `padding_check`."""
     batch, padded, alone = call(IDS), call(IDS_5), call(IDS[1:, :1])  # row 1 is ["a"]
+    real = {"layers": np.s_[:, :, :3], "mask": REAL_3}
+    return [({k: np.asarray(padded[k])[i] for k, i in real.items()},
+             {k: np.asarray(batch[k])[i] for k, i in real.items()}),
+            ({"layers": np.asarray(batch["layers"])[1:, :, :1],
+              "mask": np.asarray(batch["mask"])[1:, :1]}, alone)]
+
+
+def _vocabulary_bilm_padding_pairs(call, short=VOCABULARY_IDS, padded=VOCABULARY_IDS_5,
+                                   first_of_row_1=VOCABULARY_IDS[1:, :1]):
+    """`_bilm_padding_pairs` for the vocabulary model's char ids (or `[char_ids,
+    word_ids]`)."""
+    batch, padded, alone = call(short), call(padded), call(first_of_row_1)
     real = {"layers": np.s_[:, :, :3], "mask": REAL_3}
     return [({k: np.asarray(padded[k])[i] for k, i in real.items()},
              {k: np.asarray(batch[k])[i] for k, i in real.items()}),
@@ -147,6 +178,14 @@ def _cases():
         ("AddSentenceBoundaries", AddSentenceBoundaries, {}, dict(
             input_data=IDS, expected_output_shape=(2, 5, 50), expected_trainable_count=0,
             run_fit=False, padding_check=(IDS, IDS_5, np.s_[:, :5]))),
+        ("AddSentenceBoundaries-word_ids", AddSentenceBoundaries,
+         dict(begin_sentence=7, end_sentence=8), dict(
+             input_data=WORD_IDS, expected_output_shape=(2, 5), expected_trainable_count=0,
+             run_fit=False, padding_check=(WORD_IDS, WORD_IDS_5, np.s_[:, :5]))),
+        ("WordEmbedding", WordEmbedding, dict(vocabulary_size=6, embedding_dim=4,
+                                              output_dim=P), dict(
+            input_data=WORD_IDS, expected_output_shape=(2, 3, P), expected_mask=WORD_IDS != 0,
+            expected_trainable_count=2, padding_check=(WORD_IDS, WORD_IDS_5, REAL_3))),
         ("RemoveSentenceBoundaries", RemoveSentenceBoundaries, {}, dict(
             input_data={"inputs": FRAMED_7, "mask": FRAMED_MASK_7},
             expected_output_shape=(2, 3, 5, P), expected_mask=None, expected_trainable_count=0,
@@ -186,6 +225,18 @@ def _cases():
             expected_trainable_count=13 + 4 * 2 * LAYERS,
             float32_outputs=("layers",),  # documented: float32 vectors in any dtype
             padding_check=_bilm_padding_pairs)),
+        ("BiLM-vocabulary", BiLM, {"options": VOCABULARY_OPTIONS.to_dict()}, dict(
+            input_data=VOCABULARY_IDS, expected_output_shape={
+                "layers": (2, LAYERS + 1, 3, OUT), "mask": (2, 3)},
+            expected_trainable_count=13 + 4 * 2 * LAYERS, float32_outputs=("layers",),
+            padding_check=_vocabulary_bilm_padding_pairs)),
+        ("BiLM-words", BiLM, {"options": WORDS_OPTIONS.to_dict()}, dict(
+            input_data=WORD_INPUTS, expected_output_shape={
+                "layers": (2, LAYERS + 1, 3, OUT), "mask": (2, 3)},
+            expected_trainable_count=13 + 2 + 4 * 2 * LAYERS, float32_outputs=("layers",),
+            padding_check=lambda call: _vocabulary_bilm_padding_pairs(
+                call, WORD_INPUTS, WORD_INPUTS_5, [x[1:, :1] for x in WORD_INPUTS])),
+         pytest.mark.filterwarnings("ignore:The structure of `inputs`")),
         ("SharedSoftmax", SharedSoftmax, dict(vocab_size=20, input_dim=P, num_sampled=5), dict(
             input_data=X_5[:, 0], expected_output_shape=(2, 20), expected_trainable_count=2,
             padding_check=(X_5[:1, 0], X_5[:, 0], np.s_[:1]))),  # rows are independent

@@ -73,6 +73,7 @@ class LanguageModel(keras.Model):
         if not isinstance(backbone, BiLM) or backbone.stateful:
             raise ValueError("LanguageModel expects a stateless keras_elmo.BiLM backbone; "
                              f"received {backbone!r}.")
+        backbone.require_byte_model("LanguageModel (training)")
         dropout = check_fraction("dropout", dropout)
         # === Layers ===
         self.backbone = backbone

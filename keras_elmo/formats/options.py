@@ -3,16 +3,34 @@
 The JSON shape is that of the published weight files (docs/model.md section 6); this class
 is the only place that knows its key names. Unknown keys (training hyper-parameters such as
 `n_tokens_vocab`) are kept in `extra` and written back unchanged.
+
+A vocabulary model (docs/model.md section 10, ELMoForManyLangs' models) adds keys of our own,
+written only when they differ from a byte model's, so a byte model's options.json is the
+published one:
+
+    "char_cnn": {..., "n_characters": 89,
+                 "char_vocabulary": {"begin_word": 2, "end_word": 3, "padding": 1,
+                                     "begin_sentence": 4, "end_sentence": 5}},
+    "word_embedding": {"dim": 12, "n_words": 24, "begin_sentence": 2, "end_sentence": 3},
+    "lstm": {..., "forget_bias": 0.0}
 """
 
 import dataclasses
 import json
+import math
 import os
 
 from keras_elmo import constants
 from keras_elmo.validation import check_int
 
 _ACTIVATIONS = ("relu", "tanh")
+#: The special chars of a token's row, by their options.json names (`<name>_char` fields).
+_SPECIAL_CHARS = ("begin_word", "end_word", "padding", "begin_sentence", "end_sentence")
+#: A byte model's special chars (raw ids, docs/model.md section 1).
+_BYTE_SPECIAL_CHARS = {
+    "begin_word": constants.BEGIN_WORD_CHAR, "end_word": constants.END_WORD_CHAR,
+    "padding": constants.PADDING_CHAR, "begin_sentence": constants.BEGIN_SENTENCE_CHAR,
+    "end_sentence": constants.END_SENTENCE_CHAR}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +52,21 @@ class BiLMOptions:
         cell_clip: float or None. Clip value of the memory cell.
         proj_clip: float or None. Clip value of the projected output.
         use_skip_connections: bool. Residual connection on every layer after the first.
+        char_vocabulary: bool. False (a byte model): char ids are UTF-8 bytes and the five
+            special chars below are bilm-tf's fixed ids. True (a vocabulary model): char ids
+            are rows of a character vocabulary of `num_characters - 1` entries, the special
+            chars are rows of it (`keras_elmo.text.token_vocabulary` makes the ids).
+        begin_word_char, end_word_char, padding_char: int. Raw (unshifted) ids of the char
+            before a token's chars, after them, and filling the rest of its row.
+        begin_sentence_char, end_sentence_char: int. Raw ids of the one char of the sentence
+            boundary tokens; their rows are `boundary_char_ids`.
+        word_vocabulary_size: int. Rows of the word table (0: no word embedding).
+        word_embedding_dim: int. Size of each word vector (0: no word embedding). A word
+            model adds `words W_word` (no bias) to the char encoder's projected output.
+            Needs a vocabulary model.
+        begin_sentence_word, end_sentence_word: int. Raw word ids of the boundary tokens.
+        forget_bias: float. Constant added to the LSTM forget gate, not stored in the bias:
+            bilm-tf's 1.0; 0.0 for a model whose stored bias holds it (ELMoForManyLangs).
         extra: dict. Any further options.json keys, kept as they were read.
 
     Example:
@@ -56,6 +89,17 @@ class BiLMOptions:
     cell_clip: float = 3.0
     proj_clip: float = 3.0
     use_skip_connections: bool = True
+    char_vocabulary: bool = False
+    begin_word_char: int = constants.BEGIN_WORD_CHAR
+    end_word_char: int = constants.END_WORD_CHAR
+    padding_char: int = constants.PADDING_CHAR
+    begin_sentence_char: int = constants.BEGIN_SENTENCE_CHAR
+    end_sentence_char: int = constants.END_SENTENCE_CHAR
+    word_vocabulary_size: int = 0
+    word_embedding_dim: int = 0
+    begin_sentence_word: int = 0
+    end_sentence_word: int = 0
+    forget_bias: float = constants.FORGET_BIAS
     extra: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -81,16 +125,90 @@ class BiLMOptions:
             raise ValueError(
                 "char_cnn.max_characters_per_token must be >= 3 and >= the widest filter "
                 f"({max(w for w, _ in self.filters)}); received {self.max_characters_per_token}.")
-        if self.num_characters != constants.NUM_CHARACTERS:
-            raise ValueError(
-                f"char_cnn.n_characters must be {constants.NUM_CHARACTERS} (or "
-                f"{constants.NUM_FILE_CHARACTERS} in bilm-tf training options); "
-                f"received {self.num_characters}.")
+        self._check_input_side()
         if self.projection_dim >= self.lstm_units:
             raise ValueError(
                 "lstm.projection_dim must be smaller than lstm.dim (bilm-tf drops the projection "
                 "otherwise, a variant keras-elmo does not support); received projection_dim="
                 f"{self.projection_dim}, dim={self.lstm_units}.")
+
+    def _check_input_side(self):
+        """The char table, the special chars, the word table and the forget bias."""
+        if isinstance(self.forget_bias, bool) or not isinstance(
+                self.forget_bias, (int, float)) or not math.isfinite(self.forget_bias):
+            raise ValueError(f"lstm.forget_bias must be a finite number; received "
+                             f"{self.forget_bias!r}.")
+        object.__setattr__(self, "forget_bias", float(self.forget_bias))
+        specials = {name: getattr(self, f"{name}_char") for name in _SPECIAL_CHARS}
+        if not self.char_vocabulary:
+            if self.num_characters != constants.NUM_CHARACTERS:
+                raise ValueError(
+                    f"char_cnn.n_characters must be {constants.NUM_CHARACTERS} (or "
+                    f"{constants.NUM_FILE_CHARACTERS} in bilm-tf training options); "
+                    f"received {self.num_characters}.")
+            if specials != _BYTE_SPECIAL_CHARS:
+                raise ValueError("A byte model's special chars are fixed "
+                                 f"{_BYTE_SPECIAL_CHARS}; received {specials} (set "
+                                 "char_vocabulary=True for a vocabulary model).")
+            if self.word_vocabulary_size or self.word_embedding_dim:
+                raise ValueError("A word embedding needs a vocabulary model (char_vocabulary="
+                                 f"True); received word_vocabulary_size="
+                                 f"{self.word_vocabulary_size}, word_embedding_dim="
+                                 f"{self.word_embedding_dim} with char_vocabulary=False.")
+        else:
+            check_int("char_cnn.n_characters", self.num_characters, minimum=2,
+                      hint="(the vocabulary's chars + 1: row 0 means no token)")
+            for name, value in specials.items():
+                _check_id(f"char_cnn.char_vocabulary.{name}", value,
+                          self.num_characters - constants.CHAR_ID_SHIFT)
+        check_int("word_embedding.n_words", self.word_vocabulary_size, minimum=0)
+        check_int("word_embedding.dim", self.word_embedding_dim, minimum=0)
+        if (self.word_vocabulary_size == 0) != (self.word_embedding_dim == 0):
+            raise ValueError("word_embedding.n_words and word_embedding.dim are both 0 (no word "
+                             f"embedding) or both > 0; received {self.word_vocabulary_size} "
+                             f"and {self.word_embedding_dim}.")
+        if self.word_embedding_dim:
+            for name in ("begin_sentence", "end_sentence"):
+                _check_id(f"word_embedding.{name}", getattr(self, f"{name}_word"),
+                          self.word_vocabulary_size)
+
+    # --- the input side -------------------------------------------------------------------
+    @property
+    def has_word_embedding(self):
+        """Whether the token encoder adds a word embedding (its model takes word ids)."""
+        return self.word_embedding_dim > 0
+
+    @property
+    def use_char_projection(self):
+        """Whether the char CNN has its projection: always in a vocabulary model (as in
+        ELMoForManyLangs), else only when the filters do not total `projection_dim` (as in
+        bilm-tf)."""
+        return self.char_vocabulary or self.num_filters != self.projection_dim
+
+    @property
+    def boundary_char_ids(self):
+        """`(begin, end)`: the model char ids (shifted) of the sentence boundary tokens,
+        `[begin_word, boundary, end_word, padding, ...]` + 1, `max_characters_per_token` each.
+
+        Example:
+        >>> BiLMOptions().boundary_char_ids[0][:4]  # <S> of a byte model
+        [259, 257, 260, 261]
+        """
+        def row(boundary):
+            raw = [self.begin_word_char, boundary, self.end_word_char]
+            raw += [self.padding_char] * (self.max_characters_per_token - len(raw))
+            return [c + constants.CHAR_ID_SHIFT for c in raw]
+
+        return row(self.begin_sentence_char), row(self.end_sentence_char)
+
+    @property
+    def boundary_word_ids(self):
+        """`(begin, end)`: the model word ids (shifted) of the boundary tokens; None without
+        a word embedding."""
+        if not self.has_word_embedding:
+            return None
+        return (self.begin_sentence_word + constants.WORD_ID_SHIFT,
+                self.end_sentence_word + constants.WORD_ID_SHIFT)
 
     # --- derived sizes ---------------------------------------------------------------------
     @property
@@ -141,10 +259,28 @@ class BiLMOptions:
             if not isinstance(embedding, dict):
                 raise ValueError("options.json key 'char_cnn.embedding' must be an object "
                                  f"{{\"dim\": ...}}; received {embedding!r}.")
+            vocabulary = _object("char_cnn.char_vocabulary", cnn.pop("char_vocabulary", None))
+            words = _object("word_embedding", options.get("word_embedding"))
             num_characters = _int("char_cnn.n_characters",
                                   cnn.pop("n_characters", constants.NUM_CHARACTERS))
-            if num_characters == constants.NUM_FILE_CHARACTERS:
+            if num_characters == constants.NUM_FILE_CHARACTERS and vocabulary is None:
                 num_characters = constants.NUM_CHARACTERS
+            input_side = {}
+            if vocabulary is not None:
+                input_side["char_vocabulary"] = True
+                for name in _SPECIAL_CHARS:
+                    input_side[f"{name}_char"] = _int(
+                        f"char_cnn.char_vocabulary.{name}",
+                        _key(vocabulary, "char_cnn.char_vocabulary", name))
+            if words is not None:
+                input_side.update(
+                    (field, _int(f"word_embedding.{key}", _key(words, "word_embedding", key)))
+                    for field, key in (("word_embedding_dim", "dim"),
+                                       ("word_vocabulary_size", "n_words"),
+                                       ("begin_sentence_word", "begin_sentence"),
+                                       ("end_sentence_word", "end_sentence")))
+            if "forget_bias" in lstm:
+                input_side["forget_bias"] = _number("lstm.forget_bias", lstm.pop("forget_bias"))
             fields = dict(
                 char_embedding_dim=_int("char_cnn.embedding.dim", embedding["dim"]),
                 filters=_filters(cnn.pop("filters")),
@@ -161,25 +297,34 @@ class BiLMOptions:
                 proj_clip=_optional_number("lstm.proj_clip", lstm.pop("proj_clip", None)),
                 use_skip_connections=_bool("lstm.use_skip_connections",
                                            lstm.pop("use_skip_connections", False)),
+                **input_side,
             )
         except KeyError as error:
             raise ValueError(f"options.json is missing the key {error.args[0]!r} "
                              "(see docs/model.md section 6 for the expected shape).") from None
-        extra = {k: v for k, v in options.items() if k not in ("lstm", "char_cnn")}
+        extra = {k: v for k, v in options.items()
+                 if k not in ("lstm", "char_cnn", "word_embedding")}
         extra.update({f"lstm.{k}": v for k, v in lstm.items()})
         extra.update({f"char_cnn.{k}": v for k, v in cnn.items()})
         return cls(**fields, extra=extra)
 
     def to_dict(self):
-        """The options.json structure, extra keys included, `n_characters` written as 262."""
+        """The options.json structure, extra keys included, `n_characters` written as 262
+        for a byte model; a vocabulary model's keys only where they are needed (module
+        docstring)."""
         lstm = {"dim": self.lstm_units, "projection_dim": self.projection_dim,
                 "n_layers": self.num_layers, "cell_clip": self.cell_clip,
                 "proj_clip": self.proj_clip, "use_skip_connections": self.use_skip_connections}
+        if self.forget_bias != constants.FORGET_BIAS:
+            lstm["forget_bias"] = self.forget_bias
         cnn = {"activation": self.activation, "n_highway": self.num_highway,
                "embedding": {"dim": self.char_embedding_dim},
                "filters": [list(f) for f in self.filters],
                "n_characters": self.num_characters,
                "max_characters_per_token": self.max_characters_per_token}
+        if self.char_vocabulary:
+            cnn["char_vocabulary"] = {name: getattr(self, f"{name}_char")
+                                      for name in _SPECIAL_CHARS}
         result = {}
         for key, value in self.extra.items():
             section, _, name = key.partition(".")
@@ -190,6 +335,11 @@ class BiLMOptions:
             else:
                 result[key] = value
         result.update({"lstm": lstm, "char_cnn": cnn})
+        if self.has_word_embedding:
+            result["word_embedding"] = {
+                "dim": self.word_embedding_dim, "n_words": self.word_vocabulary_size,
+                "begin_sentence": self.begin_sentence_word,
+                "end_sentence": self.end_sentence_word}
         return result
 
     @classmethod
@@ -264,6 +414,36 @@ def _str(key, value):
         raise ValueError(f"options.json key {key!r} must be a string; received {value!r} "
                          f"({type(value).__name__}).")
     return value
+
+
+def _number(key, value):
+    """A JSON number, as float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"options.json key {key!r} must be a number; received {value!r} "
+                         f"({type(value).__name__}).")
+    return float(value)
+
+
+def _key(values, section, name):
+    """`values[name]`; a KeyError naming `section.name` when it is missing."""
+    if name not in values:
+        raise KeyError(f"{section}.{name}")
+    return values[name]
+
+
+def _object(key, value):
+    """None (key absent) or a JSON object."""
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"options.json key {key!r} must be an object; received {value!r} "
+                         f"({type(value).__name__}).")
+    return value
+
+
+def _check_id(name, value, rows):
+    """A raw id of a table of `rows` rows: an int in [0, rows - 1]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < rows:
+        raise ValueError(f"{name} must be an id in [0, {rows - 1}] (a row of its table of "
+                         f"{rows}); received {value!r}.")
 
 
 def _optional_number(key, value):

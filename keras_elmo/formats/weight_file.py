@@ -10,6 +10,10 @@ and every convention flip between them and the Keras layers:
 - `char_embed` has 261 rows (no padding row): the layer keeps exactly those rows.
 - The identity parts bilm-tf leaves out (no `CNN_high_*` when `n_highway` is 0, no `CNN_proj`
   when the filters total `projection_dim`) are left out here too.
+- A vocabulary model (docs/model.md section 10) is written in the same layout, with names
+  of our own for what bilm-tf has not: `char_embed` has its vocabulary's rows, and a word
+  embedding adds `word_embed` `(n_words, W)` and `word_proj/W_proj` `(W, P)`. Its LSTM `B`
+  holds whatever its options' `forget_bias` leaves out (0.0: the whole bias).
 
 Example:
 >>> bilm = keras_elmo.BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
@@ -28,7 +32,8 @@ from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
 
 _LSTM_PREFIX = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
 #: Datasets under these roots belong to the biLM; anything else (a softmax) is ignored.
-_MODEL_ROOTS = ("char_embed", "CNN", "CNN_high_", "CNN_proj", "RNN_")
+_MODEL_ROOTS = ("char_embed", "CNN", "CNN_high_", "CNN_proj", "RNN_", "word_embed",
+                "word_proj")
 #: Bytes of one block of rows read, converted and assigned at a time while loading: the
 #: loader's only temporaries, whatever the model's size (small enough for the allocator to
 #: reuse one buffer from block to block).
@@ -64,7 +69,8 @@ def _mapping(bilm):
                         lambda d, v=variable: _assign_rows(v, lambda r0, r1: _read(d, r0, r1)),
                         lambda v=variable: np.asarray(v.numpy())))
 
-    direct("char_embed", embedder.char_embeddings, (constants.NUM_FILE_CHARACTERS, emb_dim))
+    direct("char_embed", embedder.char_embeddings,
+           (options.num_characters - constants.CHAR_ID_SHIFT, emb_dim))  # (261, E) for bytes
     for i, (width, count) in enumerate(options.filters):
         kernel = embedder.conv_kernels[i]
         entries.append((f"CNN/W_cnn_{i}", (1, width, emb_dim, count),
@@ -80,6 +86,11 @@ def _mapping(bilm):
     if embedder.projection is not None:
         direct("CNN_proj/W_proj", embedder.projection.kernel, (num_filters, proj))
         direct("CNN_proj/b_proj", embedder.projection.bias, (proj,))
+    if bilm.word_embedder is not None:
+        direct("word_embed", bilm.word_embedder.embeddings,
+               (options.word_vocabulary_size, options.word_embedding_dim))
+        direct("word_proj/W_proj", bilm.word_embedder.projection_kernel,
+               (options.word_embedding_dim, proj))
     for d, direction in enumerate(constants.DIRECTIONS):
         for layer, cell in enumerate(encoder.cells[direction]):
             prefix = _LSTM_PREFIX.format(direction=d, layer=layer)

@@ -4,6 +4,8 @@
                                `<S> t1 ... tn </S>` around each sentence and off the outputs
     char_cnn_embedder.py       `CharCNNEmbedder`: char ids -> one vector per token (section 2)
     highway.py                 `Highway`: the char CNN's highway layers
+    word_embedding.py          `WordEmbedding`: a vocabulary model's word ids -> their share
+                               of the token vectors (section 10)
     lstm_projection_cell.py    `LSTMProjectionCell`: the weights and one step of one LSTM
     residual_bilstm.py         `ResidualBiLSTM`: the loop; two stacks of cells (section 3)
     lstm_sequence_gradient.py  the training loop whose backward pass is written by hand
@@ -21,6 +23,7 @@ from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.scalar_mix import ScalarMix
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+from keras_elmo.layers.word_embedding import WordEmbedding
 
 __all__ = ["AddSentenceBoundaries", "CharCNNEmbedder", "Highway", "LSTMProjectionCell",
-           "RemoveSentenceBoundaries", "ResidualBiLSTM", "ScalarMix"]
+           "RemoveSentenceBoundaries", "ResidualBiLSTM", "ScalarMix", "WordEmbedding"]

@@ -10,10 +10,9 @@ from keras_elmo.text.characters import token_mask
 from keras_elmo.layers.highway import Highway
 from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.layers.zero_init import rebuild_config
+from keras_elmo.validation import check_int
 
 _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
-#: Largest model char id (ids are shifted by +1; 0 means "no token").
-_MAX_CHAR_ID = constants.NUM_CHARACTERS - 1
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
 #: (same numbers, a bounded largest buffer, no slower on CPU).
 MAX_CONV_FILTERS = 128
@@ -71,24 +70,27 @@ def _row_key_weights(num_chars):
     return np.random.default_rng(_KEY_SEED).uniform(0.5, 1.0, (num_chars, 2))
 
 
-def check_char_id_range(ids):
-    """Refuses char ids outside `[0, 261]` (a negative id would index the table from its end).
+def check_char_id_range(ids, num_characters=constants.NUM_CHARACTERS):
+    """Refuses char ids outside `[0, num_characters - 1]` (`[0, 261]` for a byte model; a
+    negative id would index the table from its end).
 
     Eager: a `ValueError` quoting the smallest and largest id received. Traced (Keras
     functional model, tf.function, SavedModel): an assertion op that fails the call with
     the same words.
     """
-    message = (f"char ids must be in [0, {_MAX_CHAR_ID}] (shifted ids, 0 = no token; "
-               "see keras_elmo.batch_to_ids)")
+    max_id = num_characters - 1
+    source = ("keras_elmo.batch_to_ids" if num_characters == constants.NUM_CHARACTERS
+              else "keras_elmo.text.token_vocabulary")
+    message = f"char ids must be in [0, {max_id}] (shifted ids, 0 = no token; see {source})"
     if tf.executing_eagerly():
         if int(tf.size(ids)) == 0:
             return
         low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
-        if low < 0 or high > _MAX_CHAR_ID:
+        if low < 0 or high > max_id:
             raise ValueError(f"{message}; received ids from {low} to {high}.")
         return
     tf.debugging.assert_greater_equal(ids, 0, message=message)
-    tf.debugging.assert_less_equal(ids, _MAX_CHAR_ID, message=message)
+    tf.debugging.assert_less_equal(ids, max_id, message=message)
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -99,7 +101,7 @@ class CharCNNEmbedder(keras.layers.Layer):
     1-D convolution per `(width, num_filters)` pair, max over char positions, THEN the
     activation; concatenate; `num_highway` highway layers; a linear projection with bias to
     `projection_dim` (left out, as in bilm-tf, when the filters already total
-    `projection_dim`).
+    `projection_dim`, unless `use_projection` says otherwise).
 
     Args:
         char_embedding_dim: int, size of each char embedding (16 published).
@@ -108,6 +110,11 @@ class CharCNNEmbedder(keras.layers.Layer):
         activation: `"relu"` or `"tanh"`.
         projection_dim: int, output size (512 published).
         max_characters_per_token: int, char ids per token (50).
+        num_characters: int, rows of the char table, row 0 ("no token") included: 262 for
+            bytes (ids 1-261), `V + 1` for a vocabulary of `V` chars (ids 1-V).
+        use_projection: bool or None, whether the projection exists; None: only when the
+            filters do not total `projection_dim`. A word model needs it always (its word
+            vectors are added to this output, `BiLM`).
         zero_init: bool, create the weights a published weight file holds as zeros instead
             of drawing them, for an encoder a file fills next (`BiLM.from_weights`); how
             this object is built, not in the config.
@@ -145,10 +152,12 @@ class CharCNNEmbedder(keras.layers.Layer):
     def __init__(self, char_embedding_dim=16, filters=((1, 32), (2, 32), (3, 64), (4, 128),
                  (5, 256), (6, 512), (7, 1024)), num_highway=2, activation="relu",
                  projection_dim=512,
-                 max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN, zero_init=False,
+                 max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN,
+                 num_characters=constants.NUM_CHARACTERS, use_projection=None, zero_init=False,
                  **kwargs):
         super().__init__(**kwargs)
         self._zero_init = bool(zero_init)
+        self.num_characters = check_int("num_characters", num_characters, minimum=2)
         # BiLMOptions validates every architecture argument in one place.
         checked = BiLMOptions(char_embedding_dim=char_embedding_dim, filters=filters,
                               num_highway=num_highway, activation=activation,
@@ -162,7 +171,8 @@ class CharCNNEmbedder(keras.layers.Layer):
         self.projection_dim = checked.projection_dim
         self.max_characters_per_token = checked.max_characters_per_token
         self.num_filters = checked.num_filters
-        self.use_projection = self.num_filters != self.projection_dim
+        self.use_projection = (self.num_filters != self.projection_dim if use_projection is None
+                               else bool(use_projection))
         self.supports_masking = True
 
     @classmethod
@@ -174,16 +184,18 @@ class CharCNNEmbedder(keras.layers.Layer):
         return cls(char_embedding_dim=o.char_embedding_dim, filters=o.filters,
                    num_highway=o.num_highway, activation=o.activation,
                    projection_dim=o.projection_dim,
-                   max_characters_per_token=o.max_characters_per_token, **kwargs)
+                   max_characters_per_token=o.max_characters_per_token,
+                   num_characters=o.num_characters, use_projection=o.use_char_projection,
+                   **kwargs)
 
     def build(self, input_shape):
         if input_shape[-1] is not None and input_shape[-1] != self.max_characters_per_token:
             raise ValueError(f"CharCNNEmbedder expects char ids of shape (batch, tokens, "
                              f"{self.max_characters_per_token}); received {tuple(input_shape)}.")
-        # Rows for shifted ids 1..261; id 0 ("no token") maps to a constant zero row.
+        # Rows for shifted ids 1..261 (1..V); id 0 ("no token") maps to a constant zero row.
         self.char_embeddings = self.add_weight(
             name="char_embeddings",
-            shape=(constants.NUM_FILE_CHARACTERS, self.char_embedding_dim),
+            shape=(self.num_characters - constants.CHAR_ID_SHIFT, self.char_embedding_dim),
             initializer=self._drawn(keras.initializers.RandomUniform(-1.0, 1.0)))
         self.conv_kernels, self.conv_biases = [], []
         for i, (width, count) in enumerate(self.filters):
@@ -219,7 +231,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         # An XLA-compiled function needs every shape to follow from the input's.
         static_shapes = in_xla_function()
         ids = ops.cast(inputs, "int32")
-        check_char_id_range(ids)
+        check_char_id_range(ids, self.num_characters)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
         flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
         # Each distinct token is encoded once and gathered back to its positions: a batch of
@@ -238,7 +250,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         flat_ids = ops.pad(flat_ids, ((0, rows - ops.shape(flat_ids)[0]), (0, 0)))  # (R, chars)
         table = ops.concatenate(
             [ops.zeros((1, self.char_embedding_dim), self.char_embeddings.dtype),
-             self.char_embeddings], axis=0)  # (262, E)
+             self.char_embeddings], axis=0)  # (num_characters, E): 262 for bytes
         step = CONV_POSITION_STEP if shape_classes else 1
         pooled = self._pooled_convolutions(table, flat_ids, trim=not static_shapes,
                                            position_step=step)
@@ -318,7 +330,8 @@ class CharCNNEmbedder(keras.layers.Layer):
         config.update(char_embedding_dim=self.char_embedding_dim, filters=self.filters,
                       num_highway=self.num_highway, activation=self.activation,
                       projection_dim=self.projection_dim,
-                      max_characters_per_token=self.max_characters_per_token)
+                      max_characters_per_token=self.max_characters_per_token,
+                      num_characters=self.num_characters, use_projection=self.use_projection)
         return config
 
     @classmethod

@@ -5,7 +5,8 @@ loop of `ResidualBiLSTM` and the training loop of `keras_elmo.layers.lstm_sequen
 (whose backward pass is written by hand) both run it.
 Weights are kept in Keras' gate order (i, f, c, o); `keras_elmo.formats.weight_file` converts from
 and to the published order (i, j, f, o). Like the published files, `bias` does not hold the
-constant +1.0 forget bias: `input_gates` adds it, so a weight file round-trips bit for bit.
+constant forget bias (`forget_bias`, bilm-tf's +1.0): `input_gates` adds it, so a weight file
+round-trips bit for bit. A model whose stored bias holds it (ELMoForManyLangs) has 0.0.
 
 Feature-major: a step works on states with one column per batch row, `h` `(P, batch)` and
 `c` `(U, batch)`, and the cell stores its kernels `(out, in)`: `W_x` `(4U, in)`, `W_h`
@@ -71,7 +72,7 @@ class LSTMProjectionCell(keras.layers.Layer):
 
     ```
     z = W_x x + W_h h + b               # gates i, f, c, o; feature-major: one column per row
-    c' = clip(sigmoid(z_f + 1.0) * c + sigmoid(z_i) * tanh(z_c), -cell_clip, cell_clip)
+    c' = clip(sigmoid(z_f + forget_bias) * c + sigmoid(z_i) * tanh(z_c), -cell_clip, cell_clip)
     h' = clip(W_p (sigmoid(z_o) * tanh(c')), -proj_clip, proj_clip)
     ```
 
@@ -81,6 +82,8 @@ class LSTMProjectionCell(keras.layers.Layer):
         cell_clip: float or None, clip value of `c`.
         proj_clip: float or None, clip value of `h`.
         kernel_initializer: initializer of the three kernels (`"glorot_uniform"`).
+        forget_bias: float, the constant added to the forget gate (1.0, bilm-tf's; not
+            stored in `bias`).
         zero_init: bool, create the kernels as zeros instead of drawing them, for a cell
             whose weights a file fills next (`BiLM.from_weights`). How this object is built,
             not what it is: not in the config, so a cell rebuilt from it draws its weights.
@@ -105,12 +108,14 @@ class LSTMProjectionCell(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None,
-                 kernel_initializer="glorot_uniform", zero_init=False, **kwargs):
+                 kernel_initializer="glorot_uniform", forget_bias=constants.FORGET_BIAS,
+                 zero_init=False, **kwargs):
         super().__init__(**kwargs)
         self.units = int(units)
         self.projection_dim = int(projection_dim)
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
+        self.forget_bias = float(forget_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self._zero_init = bool(zero_init)
         self._one_row_copies = _Copies()
@@ -136,7 +141,8 @@ class LSTMProjectionCell(keras.layers.Layer):
                 tf.zeros((self.units, batch_size), self.compute_dtype))
 
     def input_gates(self, inputs):
-        """`W_x x + b` (+1.0 on the forget gate) for all steps at once, feature-major.
+        """`W_x x + b` (+`forget_bias` on the forget gate) for all steps at once,
+        feature-major.
 
         `(input_dim, ...)` -> `(4 * units, ...)`: one product over every column (e.g.
         `(input_dim, T, batch)` -> `(4U, T, batch)`); `step` takes one step's `(4U, batch)`.
@@ -144,10 +150,12 @@ class LSTMProjectionCell(keras.layers.Layer):
         rest = tf.shape(inputs)[1:]
         flat = tf.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
         # The constant forget bias joins the stored bias here, once for all steps.
-        bias = self.bias + tf.concat(
-            [tf.zeros((self.units,), self.bias.dtype),
-             tf.fill((self.units,), tf.constant(constants.FORGET_BIAS, self.bias.dtype)),
-             tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
+        bias = self.bias
+        if self.forget_bias:  # a Python constant: a bias holding it costs nothing here
+            bias = self.bias + tf.concat(
+                [tf.zeros((self.units,), self.bias.dtype),
+                 tf.fill((self.units,), tf.constant(self.forget_bias, self.bias.dtype)),
+                 tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
         gates = tf.matmul(self.input_kernel, flat)  # (4 * units, N)
         gates = tf.reshape(gates, tf.concat([[constants.NUM_GATES * self.units], rest], 0))
         # The bias joins after the reshape, on the gate axis (4U, 1, ...).
@@ -288,7 +296,8 @@ class LSTMProjectionCell(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units, projection_dim=self.projection_dim,
                       cell_clip=self.cell_clip, proj_clip=self.proj_clip,
-                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
+                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+                      forget_bias=self.forget_bias)
         return config
 
     @classmethod

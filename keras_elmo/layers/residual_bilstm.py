@@ -53,6 +53,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         dropout: float in [0, 1), dropout on every layer's input when `training=True`.
         stateful: bool, carry `(h, c)` across calls per batch row (False).
         max_batch_size: int, rows of the stored state when `stateful` (128).
+        forget_bias: float, constant added to every forget gate (1.0; 0.0 for a model
+            whose stored biases hold it, see `LSTMProjectionCell`).
         zero_init: bool, create the cells' kernels as zeros instead of drawing them, for an
             encoder a weight file fills next (`BiLM.from_weights`); not in the config.
         **kwargs: base layer arguments.
@@ -82,15 +84,18 @@ class ResidualBiLSTM(keras.layers.Layer):
 
     def __init__(self, units=4096, projection_dim=512, num_layers=2, cell_clip=3.0,
                  proj_clip=3.0, use_skip_connections=True, dropout=0.0, stateful=False,
-                 max_batch_size=128, zero_init=False, **kwargs):
+                 max_batch_size=128, forget_bias=constants.FORGET_BIAS, zero_init=False,
+                 **kwargs):
         super().__init__(**kwargs)
         checked = BiLMOptions(lstm_units=units, projection_dim=projection_dim,
-                              num_layers=num_layers, cell_clip=cell_clip, proj_clip=proj_clip)
+                              num_layers=num_layers, cell_clip=cell_clip, proj_clip=proj_clip,
+                              forget_bias=forget_bias)
         self.units = checked.lstm_units
         self.projection_dim = checked.projection_dim
         self.num_layers = checked.num_layers
         self.cell_clip = checked.cell_clip
         self.proj_clip = checked.proj_clip
+        self.forget_bias = checked.forget_bias
         self.use_skip_connections = bool(use_skip_connections)
         self.dropout = check_fraction("dropout", dropout)
         self.stateful = bool(stateful)
@@ -107,7 +112,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         o = as_options(options)
         return cls(units=o.lstm_units, projection_dim=o.projection_dim,
                    num_layers=o.num_layers, cell_clip=o.cell_clip, proj_clip=o.proj_clip,
-                   use_skip_connections=o.use_skip_connections, **kwargs)
+                   use_skip_connections=o.use_skip_connections, forget_bias=o.forget_bias,
+                   **kwargs)
 
     def build(self, input_shape):
         if input_shape[-1] is not None and input_shape[-1] != self.projection_dim:
@@ -118,7 +124,8 @@ class ResidualBiLSTM(keras.layers.Layer):
         for direction in constants.DIRECTIONS:
             for layer in range(self.num_layers):
                 cell = LSTMProjectionCell(self.units, self.projection_dim, self.cell_clip,
-                                          self.proj_clip, zero_init=self._zero_init,
+                                          self.proj_clip, forget_bias=self.forget_bias,
+                                          zero_init=self._zero_init,
                                           name=f"{direction}_layer_{layer}",
                                           dtype=self.dtype_policy)
                 cell.build((None, self.projection_dim))
@@ -237,7 +244,7 @@ class ResidualBiLSTM(keras.layers.Layer):
                       num_layers=self.num_layers, cell_clip=self.cell_clip,
                       proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
                       dropout=self.dropout, stateful=self.stateful,
-                      max_batch_size=self.max_batch_size)
+                      max_batch_size=self.max_batch_size, forget_bias=self.forget_bias)
         return config
 
     @classmethod

@@ -8,12 +8,12 @@ very object that is written to weights.hdf5, exported and wrapped by `ElmoLayer`
 import keras
 from keras import ops
 
-from keras_elmo import constants
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
-from keras_elmo.text.characters import token_mask, token_to_char_ids
+from keras_elmo.text.characters import token_mask
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+from keras_elmo.layers.word_embedding import WordEmbedding
 from keras_elmo.layers.zero_init import rebuild_config
 
 
@@ -24,6 +24,11 @@ class BiLM(keras.Model):
     The model adds `<S>` and `</S>` around each sentence itself and drops their positions
     from the outputs. Layer 0 is the token encoding concatenated with itself `[x; x]`;
     layer j is `[forward_j; backward_j]` (docs/model.md section 4).
+
+    A vocabulary model (options with `char_vocabulary`, e.g. an ELMoForManyLangs model
+    read by `from_efml`; docs/model.md section 10) runs the same layers: its char ids are
+    rows of a character vocabulary, and with a word embedding its token vectors are the
+    char encoder's plus `WordEmbedding`'s, computed from word ids it then also takes.
 
     Args:
         options: `BiLMOptions`, an options.json dict or a path to options.json.
@@ -44,7 +49,11 @@ class BiLM(keras.Model):
 
     Call arguments:
         char_ids: int32 `(batch, num_tokens, max_characters_per_token)` from
-            `keras_elmo.batch_to_ids` (no sentence boundaries; all-zero rows are padding).
+            `keras_elmo.batch_to_ids` (no sentence boundaries; all-zero rows are padding);
+            for a vocabulary model from `keras_elmo.text.token_vocabulary`. A model with a
+            word embedding takes the dict `{"char_ids": ..., "word_ids": (batch,
+            num_tokens)}` instead (word ids 0 where the char row is padding); every model
+            accepts `{"char_ids": ...}`.
 
     Returns:
         dict with `"layers"`: float32 `(batch, L + 1, num_tokens, 2 * projection_dim)`,
@@ -59,6 +68,12 @@ class BiLM(keras.Model):
     To use the published weights:
     >>> bilm = BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
 
+    An ELMoForManyLangs model directory, as downloaded:
+    >>> bilm = BiLM.from_efml("zh.model")  # doctest: +SKIP
+    >>> vocabulary = efml_vocabulary("zh.model")  # doctest: +SKIP
+    >>> ids = vocabulary_batch_to_ids(vocabulary, [["北京", "欢迎", "你"]])  # doctest: +SKIP
+    >>> out = bilm(ids)  # {"char_ids": ..., "word_ids": ...}  # doctest: +SKIP
+
     Reference:
     - [Peters et al., 2018](https://arxiv.org/abs/1802.05365).
     """
@@ -70,20 +85,35 @@ class BiLM(keras.Model):
         # === Layers ===
         token_embedder = CharCNNEmbedder.from_options(options, zero_init=zero_init,
                                                       name="token_embedder", dtype=dtype)
+        word_embedder = None
+        if options.has_word_embedding:
+            word_embedder = WordEmbedding.from_options(options, zero_init=zero_init,
+                                                       name="word_embedder", dtype=dtype)
+            begin_word, end_word = options.boundary_word_ids
+            add_word_boundaries = AddSentenceBoundaries(
+                begin_sentence=begin_word, end_sentence=end_word, name="add_word_boundaries")
         contextual_encoder = ResidualBiLSTM.from_options(
             options, dropout=dropout, stateful=stateful, max_batch_size=max_batch_size,
             zero_init=zero_init, name="contextual_encoder", dtype=dtype)
-        add_boundaries = AddSentenceBoundaries(options.max_characters_per_token,
-                                               name="add_sentence_boundaries")
+        begin_chars, end_chars = options.boundary_char_ids
+        add_boundaries = AddSentenceBoundaries(options.max_characters_per_token, begin_chars,
+                                               end_chars, name="add_sentence_boundaries")
         # Left at the global policy (float32): a bfloat16 biLM still returns float32 vectors.
         remove_boundaries = RemoveSentenceBoundaries(name="remove_sentence_boundaries")
 
         # === Functional model ===
         char_ids = keras.Input(shape=(None, options.max_characters_per_token),
                                dtype="int32", name="char_ids")
+        inputs = char_ids
         framed = add_boundaries(char_ids)  # (batch, T + 2, chars)
         framed_mask = token_mask(framed)  # (batch, T + 2)
         tokens = token_embedder(framed)  # (batch, T + 2, P)
+        if word_embedder is not None:
+            word_ids = keras.Input(shape=(None,), dtype="int32", name="word_ids")
+            inputs = {"char_ids": char_ids, "word_ids": word_ids}
+            # No word where the char row says "no token": both frames end at one place.
+            words = ops.where(token_mask(char_ids), word_ids, 0)  # (batch, T)
+            tokens = tokens + word_embedder(add_word_boundaries(words))  # (batch, T + 2, P)
         # The boundary outputs are dropped below: a stateless biLM does not compute them.
         lstm_layers = contextual_encoder(tokens, mask=framed_mask, skip_boundary_steps=not stateful)
         # (batch, L, T + 2, 2P)
@@ -91,7 +121,7 @@ class BiLM(keras.Model):
         all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         mask = token_mask(char_ids)  # (batch, T)
-        super().__init__(inputs=char_ids, outputs={"layers": layers, "mask": mask}, **kwargs)
+        super().__init__(inputs=inputs, outputs={"layers": layers, "mask": mask}, **kwargs)
 
         # === Config ===
         self.options = options
@@ -99,7 +129,18 @@ class BiLM(keras.Model):
         self.max_batch_size = int(max_batch_size)
         self.dropout = float(dropout)
         self.token_embedder = token_embedder
+        self.word_embedder = word_embedder
         self.contextual_encoder = contextual_encoder
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # `{"char_ids": ...}`, what `vocabulary_batch_to_ids` gives a vocabulary without
+        # words, is this model's one tensor (Keras would take it, with a warning per call).
+        if isinstance(inputs, dict) and getattr(self, "word_embedder", None) is None:
+            if set(inputs) != {"char_ids"}:
+                raise ValueError("A BiLM without a word embedding takes char ids, or "
+                                 f"{{'char_ids': ...}}; received the keys {sorted(inputs)}.")
+            inputs = inputs["char_ids"]
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @classmethod
     def from_weights(cls, options_file, weight_file, **kwargs):
@@ -114,6 +155,34 @@ class BiLM(keras.Model):
 
         bilm = cls(options_file, zero_init=True, **kwargs)  # no draws the file overwrites
         weight_format.load_bilm_weights(bilm, weight_file)
+        return bilm
+
+    @classmethod
+    def from_efml(cls, directory, **kwargs):
+        """A `BiLM` with the weights of an ELMoForManyLangs model directory, as downloaded.
+
+        The directory is recognised by its files (`keras_elmo.formats.efml_model.
+        is_efml_model_dir`) and read without torch; the model is a vocabulary model
+        (docs/model.md section 10) whose char ids, and word ids if it has a word table,
+        come from `efml_vocabulary(directory)` and `vocabulary_batch_to_ids`
+        (`keras_elmo.formats.efml_weights`, `keras_elmo.text.token_vocabulary`). Stateless
+        like every `BiLM`: EFML's own encoder carries its LSTM state from batch to batch,
+        so the two agree on EFML's first batch after loading.
+
+        Args:
+            directory: the model directory (config.json, char.dic, [word.dic],
+                token_embedder.pkl, encoder.pkl, the model configuration).
+            **kwargs: passed to the constructor (`dtype`, `stateful`, `name`, ...).
+
+        Raises:
+            FileNotFoundError: the directory or one of its files is missing.
+            ValueError: a file does not fit (one line naming it); nothing is loaded.
+        """
+        from keras_elmo.formats import efml_weights
+
+        model = efml_weights.read_efml_model(directory)
+        bilm = cls(efml_weights.efml_options(model), zero_init=True, **kwargs)
+        efml_weights.load_efml_weights(bilm, model)
         return bilm
 
     @property
@@ -131,9 +200,10 @@ class BiLM(keras.Model):
         """The biLM's outputs from context-insensitive token vectors instead of char ids.
 
         Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
-        `token_embedder`) are put around each sentence, the biLSTM runs over them, layer 0
-        is `[x; x]` and the boundary positions are dropped. With `token_embeddings =
-        token_embedder(char_ids)` (no boundaries) the result equals `self(char_ids)`.
+        `token_embedder`, plus `word_embedder` in a word model) are put around each
+        sentence, the biLSTM runs over them, layer 0 is `[x; x]` and the boundary positions
+        are dropped. With `token_embeddings = token_embedder(char_ids)` (no boundaries; in a
+        word model plus `word_embedder(word_ids)`) the result equals `self(char_ids)`.
 
         Args:
             token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
@@ -152,11 +222,7 @@ class BiLM(keras.Model):
         """
         mask = ops.cast(mask, "bool")
         embeddings = ops.cast(token_embeddings, self.compute_dtype)
-        chars = self.options.max_characters_per_token
-        boundary_ids = ops.convert_to_tensor(
-            [[token_to_char_ids(constants.BOS_TOKEN, chars),
-              token_to_char_ids(constants.EOS_TOKEN, chars)]], "int32")  # (1, 2, chars)
-        boundaries = self.token_embedder(boundary_ids)[0]  # (2, P)
+        boundaries = self._boundary_token_vectors()  # (2, P)
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
         padded = ops.pad(embeddings, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, P)
         positions = ops.arange(ops.shape(padded)[1])[None, :]  # (1, T + 2)
@@ -172,6 +238,29 @@ class BiLM(keras.Model):
         remove_boundaries = self.get_layer("remove_sentence_boundaries")
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         return {"layers": layers, "mask": mask}
+
+    def require_byte_model(self, what):
+        """Refuses a vocabulary model where `what` spells tokens as UTF-8 bytes: its bytes
+        would be read as rows of the model's character vocabulary (docs/model.md section 10).
+
+        Raises:
+            ValueError: the options have `char_vocabulary`.
+        """
+        if self.options.char_vocabulary:
+            raise ValueError(f"{what} spells tokens as UTF-8 bytes, for a byte model; received "
+                             "a vocabulary model (char_vocabulary, e.g. ELMoForManyLangs), "
+                             "whose ids come from keras_elmo.vocabulary_batch_to_ids.")
+
+    def _boundary_token_vectors(self):
+        """The `<S>` and `</S>` token vectors, `(2, P)`."""
+        chars = ops.convert_to_tensor([list(self.options.boundary_char_ids)],
+                                      "int32")  # (1, 2, chars)
+        vectors = self.token_embedder(chars)[0]  # (2, P)
+        if self.word_embedder is not None:
+            words = ops.convert_to_tensor([list(self.options.boundary_word_ids)],
+                                          "int32")  # (1, 2)
+            vectors = vectors + self.word_embedder(words)[0]
+        return vectors
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""

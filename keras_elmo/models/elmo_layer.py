@@ -120,6 +120,12 @@ class ElmoLayer(keras.layers.Layer):
     def char_ids(self, inputs):
         """Char ids `(batch, T, max_chars)` for any accepted input form."""
         chars = self.options.max_characters_per_token
+        if self.options.char_vocabulary and (isinstance(inputs, tf.RaggedTensor) or (
+                tf.convert_to_tensor(inputs).dtype == tf.string)):
+            # Bytes would be read as rows of the model's character vocabulary.
+            raise ValueError("ElmoLayer over a vocabulary model (char_vocabulary) takes char "
+                             "ids from keras_elmo.vocabulary_batch_to_ids, not string tokens; "
+                             "received tf.string tokens.")
         if isinstance(inputs, tf.RaggedTensor):
             if inputs.dtype != tf.string:
                 raise ValueError("A ragged input must hold tf.string tokens; received dtype "
