@@ -120,12 +120,13 @@ def run(args):
     from keras_elmo.embedding.inputs import check_paths
 
     # One clear line for a bad model or path, before loading TF.
-    options_file, weight_file, found_mix, found_vocab = model_files(args)
+    files = model_files(args)
+    found_mix, found_vocab = files.mix_file, files.vocab_file
     check_paths(args.input, args.output)
     from keras_elmo.text.text_files import check_utf8
 
     check_utf8([args.input])  # refused before any work: line, token and sentence named
-    tokenizer = resolve_tokenizer(args, options_file)
+    tokenizer = resolve_tokenizer(args, files.options_file)
     if args.mix_weights and not os.path.isfile(args.mix_weights):
         raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
     mix_file = args.mix_weights or (found_mix if output_format == "mixed" else None)
@@ -141,7 +142,7 @@ def run(args):
     import_tensorflow()
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
-    embedder = ElmoEmbedder(options_file=options_file, weight_file=weight_file,
+    embedder = ElmoEmbedder(args.model_dir, options_file=args.options, weight_file=args.weights,
                             batch_size=args.batch_size, token_cache=vocab or False,
                             tokenizer=tokenizer, dtype=args.dtype,
                             max_length=args.max_length, max_tokens=max_tokens)

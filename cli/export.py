@@ -49,20 +49,20 @@ def run(args):
     if args.max_length is not None and args.max_length < 1:
         raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
     try:  # one clear line for a bad model, before loading TF
-        options_file, weight_file, found_mix, _ = model_files(args)
+        files = model_files(args)
     except FileNotFoundError as error:
         hint = " Or give --options and --weights instead of MODEL_DIR." if args.model_dir else ""
         raise FileNotFoundError(f"{error}{hint}") from None
-    mix_file = args.mix_weights or found_mix
+    mix_file = args.mix_weights or files.mix_file
     import_tensorflow()
     from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
-    from keras_elmo.export.saved_model import export_from_files, versioned_path
+    from keras_elmo.export.saved_model import export_model_files, versioned_path
 
     start = time.perf_counter()
-    path = export_from_files(options_file, weight_file, versioned_path(args.out_dir, args.version),
-                             mix_weights_file=mix_file,
-                             max_length=args.max_length or DEFAULT_MAX_LENGTH,
-                             trainable_bilm=args.trainable_bilm, overwrite=args.overwrite)
+    path = export_model_files(files, versioned_path(args.out_dir, args.version),
+                              mix_weights_file=mix_file,
+                              max_length=args.max_length or DEFAULT_MAX_LENGTH,
+                              trainable_bilm=args.trainable_bilm, overwrite=args.overwrite)
     seconds = time.perf_counter() - start
     size = sum(os.path.getsize(os.path.join(root, name))
                for root, _, names in os.walk(path) for name in names)
@@ -71,7 +71,7 @@ def run(args):
           f"trainable: {'mix and biLM' if args.trainable_bilm else 'mix only'}")
     from keras_elmo.text.tokenizers import model_tokenizer
 
-    tokenizer = model_tokenizer(options_file)
+    tokenizer = model_tokenizer(files.options_file) if files.options_file else "whitespace"
     if tokenizer != "whitespace":  # the `default` signature splits on whitespace only
         print(f"note: the model was trained with --tokenizer {tokenizer}; the `default` "
               "signature splits on whitespace only: segment text the same way before it "

@@ -15,7 +15,8 @@ from keras_elmo.formats.model_files import resolve_model_files
 def add_model_arguments(parser):
     """Adds MODEL_DIR (optional positional, first) and --options/--weights to `parser`."""
     parser.add_argument("model_dir", nargs="?", metavar="MODEL_DIR",
-                        help="directory with options.json and weights.hdf5; leave out when "
+                        help="directory with options.json and weights.hdf5, or an "
+                             "ELMoForManyLangs model directory as downloaded; leave out when "
                              "giving --options and --weights")
     parser.add_argument("--options", "--options-file", dest="options", metavar="FILE",
                         help="the biLM's options JSON (any name; with --weights)")
@@ -24,7 +25,7 @@ def add_model_arguments(parser):
 
 
 def model_files(args):
-    """`(options_file, weight_file, mix_file or None, vocab_file or None)` of the arguments.
+    """The `keras_elmo.formats.model_files.ModelFiles` of the arguments.
 
     Raises:
         ValueError / FileNotFoundError: one line naming what was wrong (see

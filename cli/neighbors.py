@@ -71,7 +71,8 @@ def run(args):
     from keras_elmo.embedding.inputs import find_word
 
     # one clear line for a bad model, before loading TF
-    options_file, weight_file, _, found_vocab = model_files(args)
+    files = model_files(args)
+    found_vocab = files.vocab_file
     if not os.path.isfile(args.corpus):
         raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
                                 "one tokenised sentence per line).")
@@ -79,7 +80,7 @@ def run(args):
     from keras_elmo.text.tokenizers import tokenize
 
     check_utf8([args.corpus])  # the one UTF-8 policy: file and line named, before any work
-    tokenizer = resolve_tokenizer(args, options_file)
+    tokenizer = resolve_tokenizer(args, files.options_file)
     tokens = tokenize([args.sentence], tokenizer)[0]
     find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
     vocab = args.vocab or found_vocab
@@ -87,11 +88,11 @@ def run(args):
         raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
 
     import_tensorflow()
-    from keras_elmo.models.bilm import BiLM
+    from keras_elmo.models.loading import load_bilm
     from keras_elmo.embedding.loaders import load_token_cache
     from keras_elmo.embedding.neighbors import find_neighbors
 
-    bilm = BiLM.from_weights(options_file, weight_file)
+    bilm = load_bilm(files)
     bilm.trainable = False  # embedding only (see keras_elmo.embedding.token_cache)
     cache = load_token_cache(bilm, vocab) if vocab else None
     result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,

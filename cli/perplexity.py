@@ -40,6 +40,14 @@ def run(args):
 
     files = expand_corpus(args.heldout)
     check_utf8(files)  # TensorFlow reads them in-graph: the one UTF-8 policy, checked first
+    from keras_elmo.formats.efml_model import CONFIG_FILE
+
+    if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)) and os.path.isfile(
+            os.path.join(args.model_dir, CONFIG_FILE)):
+        raise ValueError(f"{args.model_dir} is an ELMoForManyLangs model, which has no softmax "
+                         "(its releases carry none), so no perplexity; expected a `keras-elmo "
+                         "train` run: fine-tune it with `keras-elmo train RUN --init-from "
+                         f"{args.model_dir} --train ... --vocab ...` and evaluate RUN.")
     if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)):
         raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
                                 "expected the directory of a `keras-elmo train` run.")

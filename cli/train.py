@@ -211,7 +211,7 @@ def check_input_files(args):
         FileNotFoundError: naming the flag and the path.
         ValueError: MODEL_DIR is a file.
     """
-    from keras_elmo.formats.model_files import OPTIONS_FILE, find_model_files
+    from keras_elmo.formats.model_files import OPTIONS_FILE, resolve_model_files
     from keras_elmo.training.corpus import expand_corpus
 
     if os.path.isfile(args.model_dir):
@@ -230,6 +230,6 @@ def check_input_files(args):
     resolve_tokenizer(args.tokenizer, args.model_dir)
     if args.init_from and new_run:  # a resume refuses a different one with its own message
         try:
-            find_model_files(args.init_from)
+            resolve_model_files(args.init_from)
         except FileNotFoundError as error:
             raise FileNotFoundError(f"--init-from {error}") from None

@@ -50,8 +50,9 @@ class ElmoEmbedder:
     """ELMo vectors of tokenised sentences as numpy arrays.
 
     Args:
-        model_dir: str, a directory with `options.json` + `weights.hdf5` (a `keras-elmo
-            train` run or a published model); or None with the two files below.
+        model_dir: str, a model directory: `options.json` + `weights.hdf5` (a `keras-elmo
+            train` run or a published model) or an ELMoForManyLangs model as downloaded
+            (`keras_elmo.load_bilm`); or None with the two files below.
         options_file: str, the biLM's options JSON (any name), with `weight_file`.
         weight_file: str, the biLM's weights HDF5 (any name), with `options_file`.
         batch_size: int >= 1, default sentences per biLM call (64).
@@ -63,7 +64,7 @@ class ElmoEmbedder:
             `keras_elmo.text.tokenizers.TOKENIZERS`; None: the one the model was trained with
             (its options.json), else whitespace. Token lists are used as given.
         dtype: `"float32"` (default) or `"bfloat16"`, the biLM's weights and compute
-            (`BiLM.from_weights(..., dtype=dtype)`; the weight file stays float32).
+            (`load_bilm(..., dtype=dtype)`; the weight file stays float32).
             bfloat16 is an explicit reduced-precision option: half the weight memory,
             faster on CPUs with AVX512_BF16, vectors close to float32's
             (docs/performance.md). The output arrays are float32 either way.
@@ -91,21 +92,21 @@ class ElmoEmbedder:
         if dtype not in constants.DTYPES:
             raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
                              f"dtype={dtype!r}.")
-        options_file, weight_file, self.mix_file, vocab = resolve_model_files(
-            model_dir, options_file, weight_file)
+        files = resolve_model_files(model_dir, options_file, weight_file)
+        self.mix_file, vocab = files.mix_file, files.vocab_file
         self.batch_size = check_int("batch_size", batch_size)
         self.max_length = check_max_length(max_length)
         self.max_tokens = check_int("max_tokens", max_tokens, optional=True)
-        self.tokenizer = resolve_tokenizer(tokenizer, options_file)
+        self.tokenizer = resolve_tokenizer(tokenizer, files.options_file)
         import tensorflow as tf
 
         from keras_elmo.embedding.token_cache import TokenEmbeddingCache
         from keras_elmo.formats.token_cache import read_vocab_file
-        from keras_elmo.models.bilm import BiLM
+        from keras_elmo.models.loading import load_bilm
 
         if dtype == "bfloat16" and not tf.config.list_physical_devices("GPU"):
             warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
-        self.bilm = BiLM.from_weights(options_file, weight_file, dtype=dtype)
+        self.bilm = load_bilm(files, dtype=dtype)
         self.bilm.trainable = False  # its weights are fixed here (see TokenEmbeddingCache)
         if token_cache is True:
             token_cache = vocab

@@ -1,4 +1,5 @@
-"""A model directory: `options.json` + `weights.hdf5` (published layout), maybe `vocab.txt`.
+"""A model directory: `options.json` + `weights.hdf5` (published layout), maybe `vocab.txt`,
+or an ELMoForManyLangs model directory (`load_bilm` reads every kind).
 
 `keras-elmo train` writes all three; a published ELMo model has the first two. The file
 names and the lookup are `keras_elmo.formats.model_files`'s; this module adds the loaders.
@@ -23,13 +24,13 @@ def model_files(model_dir):
 
 
 def load_bilm(model_dir):
-    """A stateless `keras_elmo.BiLM` with the weights of `model_dir`, frozen
-    (`trainable=False`) for embedding: its one-row batches then read the LSTM kernels from
-    copies in the order one row reads fastest (`keras_elmo.layers.LSTMProjectionCell`)."""
-    from keras_elmo import BiLM
+    """A stateless `keras_elmo.BiLM` of any model directory (`keras_elmo.models.loading`:
+    ours, a published one, an ELMoForManyLangs one), frozen (`trainable=False`) for
+    embedding: its one-row batches then read the LSTM kernels from copies in the order one
+    row reads fastest (`keras_elmo.layers.LSTMProjectionCell`)."""
+    from keras_elmo.models.loading import load_bilm as load
 
-    options_file, weight_file = model_files(model_dir)
-    bilm = BiLM.from_weights(options_file, weight_file)
+    bilm = load(model_dir)
     bilm.trainable = False
     return bilm
 

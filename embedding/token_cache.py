@@ -50,7 +50,8 @@ class TokenEmbeddingCache:
     """Char-CNN vectors of tokens, each computed once, and the biLM run from them.
 
     Args:
-        bilm: a stateless `keras_elmo.BiLM` (its `token_embedder` encodes tokens; its biLSTM
+        bilm: a stateless `keras_elmo.BiLM` (its `token_embeddings` encode tokens, spelled
+            by `bilm.batch_to_ids`: a vocabulary model needs its `vocabulary`; its biLSTM
             runs in `__call__`).
         tokens: iterable of `str`, a vocabulary encoded up front (repeats kept once, at
             their first position); none by default.
@@ -77,7 +78,7 @@ class TokenEmbeddingCache:
         if not hasattr(bilm, "layers_from_token_embeddings"):
             raise ValueError("TokenEmbeddingCache needs a keras_elmo.BiLM; received "
                              f"{type(bilm).__name__}.")
-        bilm.require_byte_model("TokenEmbeddingCache")
+        bilm.require_vocabulary("TokenEmbeddingCache")
         if getattr(bilm, "stateful", False):
             raise ValueError("TokenEmbeddingCache needs a stateless biLM (a stateful one would "
                              "make a sentence's vectors depend on the sentences before it).")
@@ -126,13 +127,10 @@ class TokenEmbeddingCache:
     def compute(self, tokens):
         """Char-CNN vectors of `tokens` (list of str) -> float32 `(len(tokens), P)`, in
         calls of `batch_size` tokens."""
-        from keras_elmo.text.characters import batch_to_ids
-
-        chars = self.bilm.options.max_characters_per_token
         out = np.empty((len(tokens), self.projection_dim), np.float32)
         for start in range(0, len(tokens), self.batch_size):
             chunk = tokens[start:start + self.batch_size]
-            ids = batch_to_ids([chunk], chars)  # (1, n, chars)
+            ids = self.bilm.batch_to_ids([chunk])  # (1, n, chars) [and word ids (1, n)]
             out[start:start + len(chunk)] = np.asarray(self._traced.token_vectors(ids))[0]
         return out
 
@@ -232,8 +230,8 @@ class TokenEmbeddingCache:
 
 
 class _TracedBiLM:
-    """A biLM's traced functions for the cache: `token_vectors(ids)` (the char CNN, float32
-    out) and `layers(vectors, mask, max_length)` (the biLSTM from token vectors).
+    """A biLM's traced functions for the cache: `token_vectors(ids)` (the token encoder,
+    float32 out) and `layers(vectors, mask, max_length)` (the biLSTM from token vectors).
 
     `layers` runs one function for batches of one row, one for batches of several, and one
     for batches holding a sentence longer than `max_length` (run in windows), each traced
@@ -250,8 +248,8 @@ class _TracedBiLM:
         self.num_output_layers, self.output_dim = bilm.num_output_layers, bilm.output_dim
         chars, dim = bilm.options.max_characters_per_token, bilm.options.projection_dim
 
-        def token_vectors(ids):
-            return tf.cast(model().token_embedder(ids), tf.float32)  # (batch, T, P)
+        def token_vectors(ids):  # char ids, or a word model's dict
+            return tf.cast(model().token_embeddings(ids), tf.float32)  # (batch, T, P)
 
         def layers(vectors, mask):
             return model().layers_from_token_embeddings(vectors, mask)["layers"]
@@ -267,9 +265,11 @@ class _TracedBiLM:
 
         vectors_spec = tf.TensorSpec([None, None, dim], tf.float32)
         mask_spec = tf.TensorSpec([None, None], tf.bool)
-        self.token_vectors = tf.function(
-            token_vectors, input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
-            autograph=False)
+        ids_spec = tf.TensorSpec([None, None, chars], tf.int32)
+        if bilm.word_embedder is not None:
+            ids_spec = {"char_ids": ids_spec, "word_ids": tf.TensorSpec([None, None], tf.int32)}
+        self.token_vectors = tf.function(token_vectors, input_signature=[ids_spec],
+                                         autograph=False)
         self._one_row = tf.function(
             layers, input_signature=[tf.TensorSpec([1, None, dim], tf.float32),
                                      tf.TensorSpec([1, None], tf.bool)], autograph=False)

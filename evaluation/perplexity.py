@@ -24,6 +24,7 @@ import math
 import tensorflow as tf
 
 from keras_elmo.training.dataset import corpus_size, make_dataset
+from keras_elmo.training.language_model import model_inputs
 
 #: Upper bound on `batch rows x length x vocab` logits held at once (128 MB of float32).
 _MAX_LOGITS = 2 ** 25
@@ -50,11 +51,12 @@ def evaluate(model, files, vocab, config):
     budget = max(config.max_sentence_tokens + 2,
                  min(config.batch_tokens, _MAX_LOGITS // max(len(vocab), 1)))
     eval_config = config.replace(batch_tokens=budget, batch_size=max(1, budget // 3))
-    dataset = make_dataset(files, vocab, eval_config, shuffle=False)
+    dataset = make_dataset(files, vocab, eval_config, shuffle=False,
+                           token_vocabulary=model.backbone.vocabulary)
 
     @tf.function(input_signature=[dataset.element_spec])
     def batch_sums(batch):
-        sums = model.nll_sums(batch["char_ids"], batch["token_ids"], training=False,
+        sums = model.nll_sums(model_inputs(batch), batch["token_ids"], training=False,
                               sampled=False)
         rows = tf.math.count_nonzero(batch["char_ids"][:, 0, 0], dtype=tf.int64)
         return sums["forward"], sums["backward"], sums["count"], rows

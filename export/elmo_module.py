@@ -6,7 +6,7 @@ Signatures (`P` = projection_dim, `L` = biLSTM layers, `C` = max_characters_per_
 |---|---|
 | `tokens` | `tokens` tf.string `(batch, max_len)` padded with `""`; `sequence_len` int32 `(batch,)` |
 | `default` (= `serving_default`) | `text` tf.string `(batch,)`, untokenised sentences |
-| `char_ids` | `char_ids` int32 `(batch, max_len, C)` from `keras_elmo.batch_to_ids` |
+| `char_ids` | `char_ids` int32 `(batch, max_len, C)` from `keras_elmo.batch_to_ids` (a word model's also `word_ids` int32 `(batch, max_len)`: `bilm.batch_to_ids`) |
 
 Every signature returns float32 `word_emb` `(batch, max_len, P)`, the char-CNN token
 layer; `lstm_outputs1` ... `lstm_outputs{L}` and `elmo` (the scalar mix), all
@@ -34,7 +34,9 @@ Every function is traced for inference, with plain autodiff ops (the biLM's plai
 `tf.custom_gradient`), so it can be called under a `GradientTape` after loading.
 
 Only core TensorFlow ops are used (no tensorflow-text), so the SavedModel loads with
-TensorFlow alone.
+TensorFlow alone. A vocabulary model (an ELMoForManyLangs one) carries its character and
+word vocabularies as `tf.lookup.StaticHashTable`s (`keras_elmo.text.vocabulary_lookup`):
+`tokens` and `default` take raw strings for it too.
 """
 
 import tensorflow as tf
@@ -45,6 +47,7 @@ from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, to
 
 from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
                                               join_windows, split_windows)
+from keras_elmo.text.vocabulary_lookup import VocabularyLookup
 from keras_elmo.export.mix_weights import build_mix
 from keras_elmo.export.raw_text import split_raw_text
 #: Signature names, in the order `saved_model_cli` users see them documented.
@@ -100,7 +103,7 @@ class ElmoModule(tf.Module):
         if not isinstance(bilm, BiLM):
             raise ValueError(f"ElmoModule needs a keras_elmo.BiLM; received "
                              f"{type(bilm).__name__}.")
-        bilm.require_byte_model("ElmoModule (the SavedModel export)")
+        bilm.require_vocabulary("ElmoModule (the SavedModel export)")
         if bilm.stateful:
             raise ValueError("ElmoModule needs a stateless BiLM (a stateful one would carry "
                              "LSTM state from one serving request to the next); rebuild it "
@@ -128,24 +131,38 @@ class ElmoModule(tf.Module):
             bilm_variables if trainable_bilm else [])
         self.variables = bilm_variables + [self.scalar_parameters, self.gamma]
         chars = bilm.options.max_characters_per_token
+        self._lookup = None
+        if bilm.options.char_vocabulary:
+            # Attributes of the module, so that the SavedModel saves the two tables.
+            self._lookup = VocabularyLookup(bilm.vocabulary)
+            self.char_table = self._lookup.char_table
+            if self._lookup.word_table is not None:
+                self.word_table = self._lookup.word_table
+        self.has_words = bilm.word_embedder is not None
+        ids_specs = [tf.TensorSpec([None, None, chars], tf.int32, name="char_ids")]
+        if self.has_words:
+            ids_specs.append(tf.TensorSpec([None, None], tf.int32, name="word_ids"))
         self.tokens = tf.function(self._tokens, input_signature=[
             tf.TensorSpec([None, None], tf.string, name="tokens"),
             tf.TensorSpec([None], tf.int32, name="sequence_len")])
         self.default = tf.function(self._default, input_signature=[
             tf.TensorSpec([None], tf.string, name="text")])
-        self.char_ids = tf.function(self._char_ids, input_signature=[
-            tf.TensorSpec([None, None, chars], tf.int32, name="char_ids")])
+        self.char_ids = tf.function(self._char_ids, input_signature=ids_specs)
         # Traced now, for every input `__call__` accepts (a loaded function only has the
         # traces made before saving).
+        ids_input = (ids_specs[0] if not self.has_words else
+                     {"char_ids": ids_specs[0], "word_ids": ids_specs[1]})
         for spec in (self.default.input_signature[0],
                      {"tokens": self.tokens.input_signature[0],
                       "sequence_len": self.tokens.input_signature[1]},
-                     self.char_ids.input_signature[0]):
+                     ids_input):
             self.__call__.get_concrete_function(spec)
 
     @tf.function
     def __call__(self, inputs):
         """The `default` (text `(batch,)`), `tokens` (dict) or `char_ids` outputs."""
+        if isinstance(inputs, dict) and "char_ids" in inputs:
+            return self.char_ids(inputs["char_ids"], inputs["word_ids"])
         if isinstance(inputs, dict):
             return self.tokens(inputs["tokens"], inputs["sequence_len"])
         if inputs.dtype == tf.string:
@@ -202,21 +219,30 @@ class ElmoModule(tf.Module):
         real = tf.sequence_mask(sequence_len, steps)  # (batch, steps)
         # Positions past sequence_len are padding whatever they hold; "" before it is an
         # empty word, as in `batch_to_ids`.
-        ids = tf_token_char_ids(tokens[:, :steps], self.options.max_characters_per_token)
-        ids = tf.where(real[..., tf.newaxis], ids, tf.zeros_like(ids))  # (batch, steps, C)
+        if self._lookup is not None:  # a vocabulary model: its tables
+            ids = self._lookup.masked_ids(tokens[:, :steps], real)
+        else:
+            ids = tf_token_char_ids(tokens[:, :steps], self.options.max_characters_per_token)
+            ids = tf.where(real[..., tf.newaxis], ids, tf.zeros_like(ids))  # (batch, steps, C)
         return self._embed(ids, sequence_len, width)
 
     def _default(self, text):
         # Raw bytes split on whitespace: a token of invalid UTF-8 is still a token.
         words = split_raw_text(_ensure_shape(text, [None]))  # (batch, (num_tokens))
         lengths = tf.cast(words.row_lengths(), tf.int32)  # (batch,)
-        ids = tf_ragged_char_ids(words, self.options.max_characters_per_token)
-        outputs = self._embed(ids, lengths, tf.shape(ids)[1])
+        if self._lookup is not None:
+            ids = self._lookup.ragged_ids(words)  # dict of (batch, max_len, ...)
+            width = tf.shape(ids["char_ids"])[1]
+        else:
+            ids = tf_ragged_char_ids(words, self.options.max_characters_per_token)
+            width = tf.shape(ids)[1]
+        outputs = self._embed(ids, lengths, width)
         outputs["tokens"] = words.to_tensor(default_value="")  # (batch, max_len)
         return outputs
 
-    def _char_ids(self, char_ids):
+    def _char_ids(self, char_ids, word_ids=None):
         char_ids = _ensure_shape(char_ids, [None, None, self.options.max_characters_per_token])
+        num_characters = self.options.num_characters
         width = tf.shape(char_ids)[1]
         present = token_mask(char_ids)  # (batch, max_len)
         lengths = tf.reduce_sum(tf.cast(present, tf.int32), axis=1)  # (batch,)
@@ -224,16 +250,32 @@ class ElmoModule(tf.Module):
             tf.debugging.assert_non_negative(
                 char_ids, message="char_ids signature: char ids must be >= 0"),
             tf.debugging.assert_less(
-                char_ids, tf.constant(constants.NUM_CHARACTERS, tf.int32),
-                message=f"char_ids signature: char ids must be < {constants.NUM_CHARACTERS} "
-                        "(shifted ids from keras_elmo.batch_to_ids)"),
+                char_ids, tf.constant(num_characters, tf.int32),
+                message=f"char_ids signature: char ids must be < {num_characters} "
+                        "(shifted ids from the model's batch_to_ids)"),
             tf.debugging.assert_equal(
                 present, tf.sequence_mask(lengths, width),
                 message="char_ids signature: an all-zero (padding) row comes before a real "
                         "token; real tokens must come first in each row"),
         ]
+        if word_ids is not None:
+            word_ids = _ensure_shape(word_ids, [None, None])
+            rows = self.options.word_vocabulary_size + constants.WORD_ID_SHIFT
+            checks += [
+                tf.debugging.assert_equal(
+                    tf.shape(word_ids), tf.shape(char_ids)[:2],
+                    message="char_ids signature: word_ids must be (batch, max_len) as char_ids"),
+                tf.debugging.assert_non_negative(
+                    word_ids, message="char_ids signature: word ids must be >= 0"),
+                tf.debugging.assert_less(
+                    word_ids, tf.constant(rows, tf.int32),
+                    message=f"char_ids signature: word ids must be < {rows} (shifted ids "
+                            "from the model's batch_to_ids)")]
         with tf.control_dependencies(checks):
             steps = _longest(lengths)
+        if word_ids is not None:
+            return self._embed({"char_ids": char_ids[:, :steps],
+                                "word_ids": word_ids[:, :steps]}, lengths, width)
         return self._embed(char_ids[:, :steps], lengths, width)
 
     # --- shared ------------------------------------------------------------------------------
@@ -256,7 +298,15 @@ class ElmoModule(tf.Module):
         """Outputs for char ids `(batch, steps, C)` with `lengths` `(batch,)` real tokens,
         zero-padded to `width` tokens; over-long rows run in windows
         (`keras_elmo.text.sentence_windows`)."""
-        window_ids, _, firsts = split_windows(ids, lengths, self.max_length)  # (W, ws, C)
+        if isinstance(ids, dict):  # a vocabulary model's char ids (and word ids)
+            windows = {key: split_windows(value, lengths, self.max_length)
+                       for key, value in ids.items()}
+            firsts = windows["char_ids"][2]
+            window_ids = {key: value[0] for key, value in windows.items()}  # (W, ws, ...)
+            if not self.has_words:
+                window_ids = window_ids["char_ids"]
+        else:
+            window_ids, _, firsts = split_windows(ids, lengths, self.max_length)  # (W, ws, C)
         # Traced for inference: the biLM's plain loop, whose autodiff a loaded function's
         # GradientTape can run (see ResidualBiLSTM).
         out = self._run(self._layers.bilm, window_ids, training=False)

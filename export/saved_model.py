@@ -27,7 +27,8 @@ from keras_elmo.models.bilm import BiLM
 from keras_elmo.models.elmo_layer import ElmoLayer
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
 from keras_elmo.export.mix_weights import load_mix_weights
-from keras_elmo.formats.model_files import OPTIONS_FILE, find_model_files
+from keras_elmo.formats.model_files import OPTIONS_FILE, resolve_model_files
+from keras_elmo.models.loading import load_bilm
 from keras_elmo.validation import check_int
 
 #: Written into `assets.extra/` of every export.
@@ -86,7 +87,22 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
             mix when None.
         **kwargs: `max_length`, `trainable_bilm`, `overwrite` of `export_saved_model`.
     """
-    bilm = BiLM.from_weights(options_file, weight_file)
+    return export_model_files(resolve_model_files(None, options_file, weight_file), path,
+                              mix_weights_file=mix_weights_file, **kwargs)
+
+
+def export_model_files(files, path, mix_weights_file=None, **kwargs):
+    """Exports the biLM of a `keras_elmo.formats.model_files.ModelFiles` (any model
+    directory `resolve_model_files` recognises, an ELMoForManyLangs one included: a
+    vocabulary model's export carries its vocabulary as lookup tables).
+
+    Args:
+        files: `ModelFiles`.
+        path: SavedModel directory to create.
+        mix_weights_file: optional `scalar_mix.json`; the even mix when None.
+        **kwargs: `max_length`, `trainable_bilm`, `overwrite` of `export_saved_model`.
+    """
+    bilm = load_bilm(files)
     mix = None
     if mix_weights_file is not None:
         mix = load_mix_weights(mix_weights_file, bilm.num_output_layers)
@@ -105,7 +121,8 @@ def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **
     TensorShape([1, 3, 16])
 
     Args:
-        model_dir: directory with options.json + weights.hdf5 (+ optional scalar_mix.json).
+        model_dir: directory with options.json + weights.hdf5 (+ optional scalar_mix.json),
+            or an ELMoForManyLangs model directory.
         out_dir: the SavedModel directory, or TF Serving's model base path with `version`.
         version: int >= 0 or None.
         mix_weights_file: overrides the model directory's scalar_mix.json.
@@ -114,9 +131,9 @@ def export_model_dir(model_dir, out_dir, version=None, mix_weights_file=None, **
     Returns:
         the SavedModel directory written.
     """
-    options_file, weight_file, found_mix = find_model_files(model_dir)
-    return export_from_files(options_file, weight_file, versioned_path(out_dir, version),
-                             mix_weights_file=mix_weights_file or found_mix, **kwargs)
+    files = resolve_model_files(model_dir)
+    return export_model_files(files, versioned_path(out_dir, version),
+                              mix_weights_file=mix_weights_file or files.mix_file, **kwargs)
 
 
 def versioned_path(out_dir, version):

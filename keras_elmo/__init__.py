@@ -41,6 +41,7 @@ _PUBLIC = {
     "WordEmbedding": "keras_elmo.layers.word_embedding",
     "batch_to_ids": "keras_elmo.text.characters",
     "efml_vocabulary": "keras_elmo.formats.efml_weights",
+    "load_bilm": "keras_elmo.models.loading",
     "load_bilm_weights": "keras_elmo.formats.weight_file",
     "save_bilm_weights": "keras_elmo.formats.weight_file",
     "save_published": "keras_elmo.formats.weight_file",

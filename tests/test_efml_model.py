@@ -293,20 +293,18 @@ def test_a_non_efml_directory_is_file_not_found(tmp_path):
         BiLM.from_efml(str(tmp_path))
 
 
-def test_the_byte_text_paths_refuse_a_vocabulary_model():
-    """They would read bytes as rows of the character vocabulary."""
+def test_the_text_paths_need_the_vocabulary_of_a_vocabulary_model():
+    """Without it they would read bytes as rows of the character vocabulary."""
     from keras_elmo import ElmoLayer, TokenEmbeddingCache
     from keras_elmo.export.elmo_module import ElmoModule
-    from keras_elmo.training.language_model import LanguageModel
 
     bilm = BiLM(efml_options(read_efml_model(fixture_dir("tiny_no_words"))))
     for make in (lambda: TokenEmbeddingCache(bilm), lambda: ElmoModule(bilm),
-                 lambda: LanguageModel(bilm, vocab_size=5)):
-        with pytest.raises(ValueError, match="spells tokens as UTF-8 bytes, for a byte model"):
+                 lambda: bilm.batch_to_ids([["a"]]),
+                 lambda: ElmoLayer(bilm)(tf.constant([["a", "b"]]))):
+        with pytest.raises(ValueError, match="needs the token vocabulary of this vocabulary "
+                                             "model"):
             make()
-    layer = ElmoLayer(bilm)
-    with pytest.raises(ValueError, match="takes char ids from keras_elmo.vocabulary_batch_to_"):
-        layer(tf.constant([["a", "b"]]))
 
 
 def test_word_ids_out_of_range_are_refused(loaded):

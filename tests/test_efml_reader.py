@@ -15,7 +15,8 @@ import pytest
 import torch_file_writer as tw
 from keras_elmo.formats import efml_model
 from keras_elmo.formats.efml_model import (
-    EFMLModelError, is_efml_model_dir, read_dic, read_efml_config, read_efml_model)
+    EFMLModelError, is_efml_model_dir, read_efml_config, read_efml_model)
+from keras_elmo.formats.dic_file import DicFileError, read_dic
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "efml")
 MODELS = ("tiny_zip", "tiny_legacy", "tiny_no_words")
@@ -182,14 +183,14 @@ def test_dic_line_of_an_id_alone_is_the_full_width_space(tmp_path):
 ])
 def test_refuses_bad_dic_lines(tmp_path, extra, found):
     path = write_dic(tmp_path, SPECIAL_LINES + extra)
-    with pytest.raises(EFMLModelError) as caught:
+    with pytest.raises(DicFileError) as caught:
         read_dic(path, efml_model.CHAR_SPECIALS)
     assert str(caught.value) == f"{path}: {found}"
 
 
 def test_refuses_a_dic_without_its_specials(tmp_path):
     path = write_dic(tmp_path, "<oov>\t0\n<pad>\t1\na\t2\n")
-    with pytest.raises(EFMLModelError, match="has no line for <bow>, <eow>, <bos>, <eos>"):
+    with pytest.raises(DicFileError, match="has no line for <bow>, <eow>, <bos>, <eos>"):
         read_dic(path, efml_model.CHAR_SPECIALS)
 
 

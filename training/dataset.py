@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from keras_elmo import constants
 from keras_elmo.text.characters import tf_padded_char_ids
+from keras_elmo.text.vocabulary_lookup import VocabularyLookup
 from keras_elmo.text.tokenizers import IN_GRAPH_TOKENIZERS, is_in_graph
 from keras_elmo.training.segmented_corpus import segment_files
 from keras_elmo.text.whitespace import split_whitespace
@@ -121,7 +122,8 @@ def line_dataset(files, shuffle, seed=0, shuffle_buffer=1):
     return lines.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
 
-def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, input_context=None):
+def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, input_context=None,
+                 token_vocabulary=None):
     """Batches of one epoch over `files`, as described in the module docstring.
 
     Args:
@@ -135,10 +137,12 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
             the whole job, before sharding.
         input_context: `tf.distribute.InputContext` or None; with several input pipelines
             each keeps every `num_input_pipelines`-th batch.
+        token_vocabulary: a vocabulary model's `keras_elmo.TokenVocabulary` (its char and
+            word ids), None for a byte model.
 
     Returns:
         `tf.data.Dataset` of dicts `{"char_ids": int32 (B, T, max_chars), "token_ids": int32
-        (B, T)}`: `T` includes `<S>` and `</S>`; padded positions have all-zero char ids and
+        (B, T)}` (and `"word_ids"` int32 (B, T) for a vocabulary model with words): `T` includes `<S>` and `</S>`; padded positions have all-zero char ids and
         token id 0.
     """
     if not files:
@@ -175,11 +179,22 @@ def make_dataset(files, vocab, config, epoch=0, shuffle=True, skip_batches=0, in
                                 input_context.input_pipeline_id)
     table = vocabulary_table(vocab)
     max_chars = config.options.max_characters_per_token
+    if config.options.char_vocabulary and token_vocabulary is None:
+        raise ValueError("make_dataset of a vocabulary model (char_vocabulary) needs its "
+                         "token_vocabulary; received None.")
+    lookup = VocabularyLookup(token_vocabulary) if config.options.char_vocabulary else None
 
     def to_ids(tokens):  # (B, T) tf.string -> dict
         is_token = tf.not_equal(tokens, "")
         token_ids = tf.where(is_token, tf.cast(table.lookup(tokens), tf.int32), 0)
-        return {"char_ids": tf_padded_char_ids(tokens, max_chars), "token_ids": token_ids}
+        if lookup is None:
+            return {"char_ids": tf_padded_char_ids(tokens, max_chars), "token_ids": token_ids}
+        # The softmax reads <S> and </S>; the model's vocabulary spells its own boundaries.
+        spelled = tf.where(tf.equal(tokens, constants.BOS_TOKEN),
+                           token_vocabulary.begin_sentence_token, tokens)
+        spelled = tf.where(tf.equal(tokens, constants.EOS_TOKEN),
+                           token_vocabulary.end_sentence_token, spelled)
+        return {**lookup.padded_ids(spelled), "token_ids": token_ids}
 
     batches = batches.map(to_ids, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True).prefetch(_PREFETCH_BATCHES)

@@ -50,8 +50,9 @@ class LanguageModel(keras.Model):
             full: `nll_sums(..., sampled=False)`).
 
     Call arguments:
-        char_ids: int32 `(batch, T, max_characters_per_token)`, boundaries included,
-            padding rows all zero, real tokens first.
+        inputs: int32 char ids `(batch, T, max_characters_per_token)`, boundaries included,
+            padding rows all zero, real tokens first; a word model's dict `{"char_ids":
+            ..., "word_ids": (batch, T)}` (`model_inputs` of a batch).
         training: bool, enables dropout; in training the biLSTM runs the loop whose backward
             pass is written for whole sequences (`ResidualBiLSTM`).
 
@@ -73,7 +74,6 @@ class LanguageModel(keras.Model):
         if not isinstance(backbone, BiLM) or backbone.stateful:
             raise ValueError("LanguageModel expects a stateless keras_elmo.BiLM backbone; "
                              f"received {backbone!r}.")
-        backbone.require_byte_model("LanguageModel (training)")
         dropout = check_fraction("dropout", dropout)
         # === Layers ===
         self.backbone = backbone
@@ -93,41 +93,42 @@ class LanguageModel(keras.Model):
         self.use_sampled_softmax = bool(use_sampled_softmax)
 
     @classmethod
-    def from_training_config(cls, config, backbone=None):
+    def from_training_config(cls, config, backbone=None, vocabulary=None):
         """The head of a `keras_elmo.training.config.TrainingConfig` (vocab size must be set)
-        over `backbone`, or over a new `BiLM` of the config's options and dropout."""
+        over `backbone`, or over a new `BiLM` of the config's options and dropout (and
+        `vocabulary`, a vocabulary model's `TokenVocabulary`)."""
         if config.n_tokens_vocab is None:
             raise ValueError("The training config has no n_tokens_vocab; set it from the "
                              "vocabulary before building the model.")
         if backbone is None:
             # float32 variables in every precision; "mixed_*" computes in 16 bits.
             backbone = BiLM(config.options, dropout=config.dropout, name="bilm",
-                            dtype=config.precision)
+                            dtype=config.precision, vocabulary=vocabulary)
         return cls(backbone, config.n_tokens_vocab, dropout=config.dropout,
                    num_sampled=config.num_sampled,
                    use_sampled_softmax=config.use_sampled_softmax)
 
-    def call(self, char_ids, training=False):
-        char_ids = tf.cast(char_ids, tf.int32)
-        mask = token_mask(char_ids)  # (batch, T)
-        embeddings = self.backbone.token_embedder(char_ids, training=training)  # (batch, T, P)
+    def call(self, inputs, training=False):
+        mask = token_mask(char_ids_of(inputs))  # (batch, T)
+        embeddings = self.backbone.token_embeddings(inputs, training=training)  # (batch, T, P)
         # No target reads the forward output at `</S>` or the backward one at `<S>`.
         layers = self.backbone.contextual_encoder(
             embeddings, mask=mask, training=training,
             skip_boundary_steps=True)  # (batch, L, T, 2P)
         return {"embeddings": embeddings, "layers": layers, "mask": mask}
 
-    def nll_sums(self, char_ids, token_ids, training=False, sampled=None, negatives=None):
+    def nll_sums(self, inputs, token_ids, training=False, sampled=None, negatives=None):
         """Summed NLL of each direction over the real targets of a batch.
 
         Args:
-            char_ids: int32 `(batch, T, max_chars)`, `<S> ... </S>` per row.
+            inputs: int32 char ids `(batch, T, max_chars)`, `<S> ... </S>` per row, or a
+                word model's `{"char_ids": ..., "word_ids": (batch, T)}` (`model_inputs`).
             token_ids: int `(batch, T)`, the vocabulary id of every position.
             training: bool, dropout on.
             sampled: bool or None, sampled softmax (None: `use_sampled_softmax` when
                 training, full softmax otherwise).
             negatives: None, or negatives drawn beforehand for these targets (sampled
-                softmax only): an XLA-compiled step takes `sample_negatives(char_ids,
+                softmax only): an XLA-compiled step takes `sample_negatives(inputs,
                 token_ids)`, drawn outside it (the sampler has no XLA kernel), for every
                 position; elsewhere, for the real targets.
 
@@ -144,42 +145,42 @@ class LanguageModel(keras.Model):
         if every_position:  # zero-size batches give zero sums on these paths by themselves
             # (no cond: XLA would make every input of the step a compile-time constant and
             # compile again after each weight update)
-            return self._nll_sums(char_ids, token_ids, training, sampled, negatives,
+            return self._nll_sums(inputs, token_ids, training, sampled, negatives,
                                   every_position)
         # A replica can get an empty batch at the end of an epoch (tf.distribute pads the
         # last step with zero-size batches); its sums are zero.
         return tf.cond(tf.size(token_ids) > 0,
-                       lambda: self._nll_sums(char_ids, token_ids, training, sampled,
+                       lambda: self._nll_sums(inputs, token_ids, training, sampled,
                                               negatives, every_position),
                        lambda: {k: tf.constant(0.0) for k in ("forward", "backward", "count")})
 
-    def target_count(self, char_ids):
+    def target_count(self, inputs):
         """Targets per direction of a batch, float32 scalar (`nll_sums(...)["count"]`)."""
-        valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
+        valid = token_mask(char_ids_of(inputs))[:, 1:]  # (batch, T-1)
         return tf.reduce_sum(tf.cast(valid, tf.float32))
 
-    def sample_negatives(self, char_ids, token_ids):
+    def sample_negatives(self, inputs, token_ids):
         """`{"forward": ..., "backward": ...}`: each direction's sampled-softmax negatives
         for the targets of every position of a batch (`SharedSoftmax.sample`), drawn
         outside an XLA-compiled step for its `nll_sums(negatives=...)`."""
-        forward, backward = self._targets(char_ids, tf.cast(token_ids, tf.int32),
+        forward, backward = self._targets(inputs, tf.cast(token_ids, tf.int32),
                                           every_position=True)
         return {"forward": self.softmax.sample(forward),
                 "backward": self.softmax.sample(backward)}
 
     @staticmethod
-    def _targets(char_ids, token_ids, every_position):
+    def _targets(inputs, token_ids, every_position):
         """The forward and backward targets of a batch, `(N,)` each: the real ones, or
         those of every position `(batch * (T-1),)`."""
         # Forward: output t predicts t+1; backward: output t predicts t-1.
         forward, backward = token_ids[:, 1:], token_ids[:, :-1]  # (batch, T-1)
         if every_position:
             return tf.reshape(forward, (-1,)), tf.reshape(backward, (-1,))
-        valid = token_mask(tf.cast(char_ids, tf.int32))[:, 1:]  # (batch, T-1)
+        valid = token_mask(char_ids_of(inputs))[:, 1:]  # (batch, T-1)
         return tf.boolean_mask(forward, valid), tf.boolean_mask(backward, valid)
 
-    def _nll_sums(self, char_ids, token_ids, training, sampled, negatives, every_position):
-        outputs = self(char_ids, training=training)
+    def _nll_sums(self, inputs, token_ids, training, sampled, negatives, every_position):
+        outputs = self(inputs, training=training)
         top = outputs["layers"][:, -1]  # (batch, T, 2P)
         top = self.output_dropout(top, training=training)
         p = self.options.projection_dim
@@ -191,7 +192,7 @@ class LanguageModel(keras.Model):
         else:  # the real targets only
             forward_hidden = tf.boolean_mask(forward_hidden, valid)  # (N, P)
             backward_hidden = tf.boolean_mask(backward_hidden, valid)  # (N, P)
-        forward_targets, backward_targets = self._targets(char_ids, token_ids,
+        forward_targets, backward_targets = self._targets(inputs, token_ids,
                                                           every_position)  # (N,) each
         if sampled:
             negatives = negatives or {"forward": None, "backward": None}
@@ -221,3 +222,16 @@ class LanguageModel(keras.Model):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
+
+
+def model_inputs(batch):
+    """The backbone's inputs of a training batch (`keras_elmo.training.dataset`): its char
+    ids, or a word model's `{"char_ids": ..., "word_ids": ...}`."""
+    if "word_ids" in batch:
+        return {"char_ids": batch["char_ids"], "word_ids": batch["word_ids"]}
+    return batch["char_ids"]
+
+
+def char_ids_of(inputs):
+    """The int32 char ids `(batch, T, max_chars)` of `model_inputs`' value."""
+    return tf.cast(inputs["char_ids"] if isinstance(inputs, dict) else inputs, tf.int32)

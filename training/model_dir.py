@@ -24,7 +24,8 @@ import os
 import tensorflow as tf
 
 from keras_elmo.process.atomic_file import atomic_copy
-from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
+from keras_elmo.formats.model_files import (CHAR_DIC_FILE, OPTIONS_FILE, VOCAB_FILE,
+                                            WEIGHTS_FILE, WORD_DIC_FILE, ModelFiles)
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.divergence import non_finite_variables
 
@@ -78,7 +79,27 @@ class ModelDir:
         os.makedirs(self.logs_dir, exist_ok=True)
         if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
             atomic_copy(vocab_path, self.vocab_path)
+        if config.options.char_vocabulary:  # the input side's vocabulary, kept from the source
+            names = [CHAR_DIC_FILE] + ([WORD_DIC_FILE] if config.options.has_word_embedding
+                                       else [])
+            for name in names:
+                atomic_copy(os.path.join(config.init_from, name), os.path.join(self.path, name))
         config.save(self.options_path)
+
+    def token_vocabulary(self, options):
+        """The run's `TokenVocabulary` (its char.dic and word.dic) for a vocabulary model's
+        `options`, else None (a byte model spells tokens as bytes)."""
+        if not options.char_vocabulary:
+            return None
+        from keras_elmo.formats.model_vocabulary import read_model_vocabulary
+
+        def present(name):
+            path = os.path.join(self.path, name)
+            return path if os.path.isfile(path) else None
+
+        return read_model_vocabulary(ModelFiles(self.options_path, self.weights_path,
+                                                char_dic=present(CHAR_DIC_FILE),
+                                                word_dic=present(WORD_DIC_FILE)), options)
 
     def latest_checkpoint(self):
         """Path prefix of the newest complete checkpoint, or None.
@@ -124,7 +145,8 @@ class ModelDir:
         if path is None:
             raise FileNotFoundError(f"no checkpoint in {self.checkpoint_dir}: train the model "
                                     "first (`keras-elmo train`).")
-        model = LanguageModel.from_training_config(config)
+        model = LanguageModel.from_training_config(
+            config, vocabulary=self.token_vocabulary(config.options))
         # the optimizer's slots are not needed here
         restore(tf.train.Checkpoint(model=_flat(model.variables)), path, model, partial=True)
         bad = non_finite_variables(model.variables)

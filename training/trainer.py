@@ -59,7 +59,7 @@ from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo.training import distribute
 from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step
-from keras_elmo.training.language_model import LanguageModel
+from keras_elmo.training.language_model import LanguageModel, model_inputs
 from keras_elmo.training.optimizers import (SparseAdagrad, inner_optimizer, make_optimizer,
                                             scale_gradient, scheduled_learning_rate)
 from keras_elmo.training.progress_log import ProgressLog
@@ -93,7 +93,8 @@ class Trainer:
                 "GPU" in device for device in self.strategy.extended.worker_devices):
             warn_if_bfloat16_is_emulated(training=True)  # one line where the CPU emulates it
         with self.strategy.scope():
-            self.model = LanguageModel.from_training_config(config)
+            self.model = LanguageModel.from_training_config(
+                config, vocabulary=model_dir.token_vocabulary(config.options))
             self.optimizer = make_optimizer(config)
             self.optimizer.build(self.model.trainable_variables)
         self.state = RunState(self.model, self.optimizer, model_dir, self.strategy,
@@ -120,13 +121,13 @@ class Trainer:
     def _replica_step(self, batch):
         context = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
-        char_ids, token_ids = batch["char_ids"], batch["token_ids"]
-        global_count = context.all_reduce(_SUM, self.model.target_count(char_ids))
+        inputs, token_ids = model_inputs(batch), batch["token_ids"]
+        global_count = context.all_reduce(_SUM, self.model.target_count(inputs))
         negatives = None
         if self.config.jit_compile and self.model.use_sampled_softmax:
             # The sampler has no XLA kernel: drawn here, before the compiled function.
-            negatives = self.model.sample_negatives(char_ids, token_ids)
-        sums, grads = self._gradients(char_ids, token_ids, global_count, negatives)
+            negatives = self.model.sample_negatives(inputs, token_ids)
+        sums, grads = self._gradients(inputs, token_ids, global_count, negatives)
         if not isinstance(inner_optimizer(self.optimizer), SparseAdagrad):
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                      for g in grads]  # Adam updates whole tables
@@ -138,14 +139,14 @@ class Trainer:
         grads, norm = tf.clip_by_global_norm(grads, self.config.all_clip_norm_val * scale)
         replicas = 1.0 / context.num_replicas_in_sync  # the optimizer sums the replicas again
         self.optimizer.apply([scale_gradient(g, replicas) for g in grads], variables)
-        tokens = tf.math.count_nonzero(char_ids[..., 0], dtype=tf.int64)
+        tokens = tf.math.count_nonzero(batch["char_ids"][..., 0], dtype=tf.int64)
         return sums["forward"], sums["backward"], sums["count"], tokens, norm / scale
 
-    def _loss_gradients(self, char_ids, token_ids, global_count, negatives):
+    def _loss_gradients(self, inputs, token_ids, global_count, negatives):
         """`(sums, gradients)` of one replica's batch: the work of the device, compiled
         with XLA when `config.jit_compile` (every shape then follows from the batch's)."""
         with tf.GradientTape() as tape:
-            sums = self.model.nll_sums(char_ids, token_ids, training=True,
+            sums = self.model.nll_sums(inputs, token_ids, training=True,
                                        negatives=negatives)
             loss = 0.5 * (sums["forward"] + sums["backward"]) / tf.maximum(global_count, 1.0)
             if self._loss_scaling:
@@ -251,6 +252,7 @@ class Trainer:
         """The distributed dataset of one epoch, skipping already-consumed global batches."""
         def dataset_fn(input_context):
             return make_dataset(files, self.vocab, self.config, epoch=epoch,
+                                token_vocabulary=self.model.backbone.vocabulary,
                                 skip_batches=skip_batches, input_context=input_context)
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -10,6 +10,11 @@ SOURCE_DIR` does this. `SOURCE_DIR` is any model directory in the published layo
                               directory): the softmax rows of the words the two
                               vocabularies share are copied too
 
+An ELMoForManyLangs model directory, as downloaded, is a source too: the run becomes a
+vocabulary model (docs/model.md section 10) that keeps EFML's char.dic and word.dic for its
+input side (`ModelDir.prepare` copies them) and starts a new softmax over the run's
+vocabulary (EFML's releases carry none).
+
 So a bilm-tf / AllenNLP model (weights only) starts its new softmax from scratch, and one
 of ours keeps what its softmax learned for every word it knew. The new vocabulary may differ
 from the source's (words of the new domain): new words get the softmax's usual
@@ -31,21 +36,27 @@ import os
 
 import numpy as np
 
-from keras_elmo.formats.model_files import find_model_files
+from keras_elmo.formats.model_files import find_model_files, resolve_model_files
 from keras_elmo.formats.options import BiLMOptions
 
 
 def source_options(source_dir):
-    """The architecture (`BiLMOptions`, training keys dropped) of `SOURCE_DIR/options.json`.
+    """The architecture (`BiLMOptions`, training keys dropped) of `SOURCE_DIR/options.json`,
+    or of an ELMoForManyLangs model directory (`efml_options`).
 
     Raises:
         FileNotFoundError: no directory or no options.json / weights.hdf5 in it.
+        ValueError: an ELMoForManyLangs directory whose files do not fit (named).
     """
     try:
-        options_file, _, _ = find_model_files(source_dir)
+        files = resolve_model_files(source_dir)
+        if files.efml_dir is not None:
+            from keras_elmo.formats.efml_weights import efml_options_of_dir
+
+            return efml_options_of_dir(files.efml_dir)
     except FileNotFoundError as error:
         raise FileNotFoundError(f"--init-from {error}") from None
-    options = BiLMOptions.from_file(options_file)
+    options = BiLMOptions.from_file(files.options_file)
     return dataclasses.replace(options, extra={})
 
 
@@ -72,6 +83,11 @@ def warm_start(model, source_dir, vocab):
 
     source_dir = os.fspath(source_dir)
     check_source(model.options, source_dir)
+    if resolve_model_files(source_dir).efml_dir is not None:  # EFML releases have no softmax
+        from keras_elmo.formats.efml_weights import load_efml_weights
+
+        load_efml_weights(model.backbone, source_dir)
+        return {"source": source_dir, "softmax_rows_copied": 0, "vocab_size": len(vocab)}
     source = ModelDir(source_dir)
     copied = 0
     checkpoint = (source.latest_checkpoint() if os.path.isfile(source.vocab_path) else None)

@@ -43,6 +43,8 @@ Example:
 import dataclasses
 import os
 
+from keras_elmo.formats.dic_file import (CHAR_SPECIALS, WORD_OPTIONAL_SPECIALS, WORD_SPECIALS,
+                                         DicVocabulary, read_dic)
 from keras_elmo.formats.options import read_json
 from keras_elmo.formats.torch_state import read_torch_state_dict
 
@@ -50,12 +52,6 @@ CONFIG_FILE, CHAR_DIC, WORD_DIC = "config.json", "char.dic", "word.dic"
 TOKEN_EMBEDDER_FILE, ENCODER_FILE = "token_embedder.pkl", "encoder.pkl"
 #: What `is_efml_model_dir` looks for (char.dic is checked by the reader, with a message).
 _MARKER_FILES = (CONFIG_FILE, TOKEN_EMBEDDER_FILE, ENCODER_FILE)
-CHAR_SPECIALS = ("<oov>", "<pad>", "<bow>", "<eow>", "<bos>", "<eos>")
-WORD_SPECIALS = ("<oov>", "<pad>")
-#: Word specials EFML looks up with `<oov>` as the fallback, as we do.
-WORD_OPTIONAL_SPECIALS = ("<bos>", "<eos>")
-#: The token of a .dic line holding only an id.
-FULL_WIDTH_SPACE = "\u3000"
 PACKAGED_CONFIG = {
     "token_embedder": {"name": "cnn", "activation": "relu", "n_highway": 2, "word_dim": 100,
                        "char_dim": 50, "max_characters_per_token": 50,
@@ -115,16 +111,6 @@ class EFMLConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class EFMLVocabulary:
-    """A .dic file: `token_ids` (token -> row of its embedding table) and `special_ids`
-    ("<oov>" -> row, ...; for words, a missing "<bos>" or "<eos>" has `<oov>`'s row)."""
-
-    path: str
-    token_ids: dict
-    special_ids: dict
-
-
-@dataclasses.dataclass(frozen=True)
 class EFMLModel:
     """Everything of an EFML model directory, as numpy and plain Python.
 
@@ -132,8 +118,8 @@ class EFMLModel:
         directory: the directory read.
         config_file: the configuration file used (or the packaged name it stood for).
         config: `EFMLConfig`.
-        chars: `EFMLVocabulary` of char.dic.
-        words: `EFMLVocabulary` of word.dic, or None when `word_embedding_dim` is 0.
+        chars: `keras_elmo.formats.dic_file.DicVocabulary` of char.dic.
+        words: `DicVocabulary` of word.dic, or None when `word_embedding_dim` is 0.
         token_embedder_weights, encoder_weights: name -> `numpy.ndarray`, the state dicts in
             stored order (the module docstring lists names and shapes).
     """
@@ -141,8 +127,8 @@ class EFMLModel:
     directory: str
     config_file: str
     config: EFMLConfig
-    chars: EFMLVocabulary
-    words: EFMLVocabulary
+    chars: DicVocabulary
+    words: DicVocabulary
     token_embedder_weights: dict
     encoder_weights: dict
 
@@ -308,55 +294,6 @@ def _parse_config(path, data):
         lstm_units=get("encoder", "dim", 1),
         projection_dim=get("encoder", "projection_dim", 1),
         cell_clip=clips[0], proj_clip=clips[1])
-
-
-# --- the vocabularies ------------------------------------------------------------------------
-def read_dic(path, specials, optional_specials=()):
-    """`EFMLVocabulary` of a "token<TAB>id" file.
-
-    Each line is stripped first, as EFML does; a line left with its id alone is U+3000.
-    `specials` must be present; each of `optional_specials` missing gets `<oov>`'s id (EFML
-    looks words up with that fallback).
-
-    Example:
-    >>> chars = read_dic("tests/fixtures/efml/tiny_zip/char.dic", CHAR_SPECIALS)  # doctest: +SKIP
-    >>> chars.token_ids["\u3000"], chars.special_ids["<bow>"]  # doctest: +SKIP
-    (6, 3)
-    """
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as error:
-        raise EFMLModelError(f"{path}: is not UTF-8 ({error.reason} at byte {error.start}); "
-                             "expected 'token<TAB>id' lines.") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline ending the last line
-    token_ids, tokens_of_ids = {}, {}
-    for number, line in enumerate(lines, 1):
-        fields = line.strip().split("\t")
-        if len(fields) == 1:
-            fields.insert(0, FULL_WIDTH_SPACE)
-        if len(fields) != 2 or not fields[1].isascii() or not fields[1].isdigit():
-            raise EFMLModelError(f"{path}: line {number} is {line!r}; expected 'token<TAB>id' "
-                                 "with a non-negative integer id.")
-        token, index = fields[0], int(fields[1])
-        if token in token_ids:
-            raise EFMLModelError(f"{path}: line {number} repeats the token {token!r} (first "
-                                 f"with id {token_ids[token]}); expected each token once.")
-        if index in tokens_of_ids:
-            raise EFMLModelError(f"{path}: line {number} gives id {index} to {token!r}, "
-                                 f"already the id of {tokens_of_ids[index]!r}; expected each "
-                                 "id once.")
-        token_ids[token], tokens_of_ids[index] = index, token
-    missing = [name for name in specials if name not in token_ids]
-    if missing:
-        raise EFMLModelError(f"{path}: has no line for {', '.join(missing)}; expected the "
-                             f"specials {' '.join(specials)}.")
-    special_ids = {name: token_ids[name] for name in specials}
-    for name in optional_specials:
-        special_ids[name] = token_ids.get(name, token_ids["<oov>"])
-    return EFMLVocabulary(path, token_ids, special_ids)
 
 
 # --- the state dicts -------------------------------------------------------------------------

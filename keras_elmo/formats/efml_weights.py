@@ -29,10 +29,11 @@ import os
 import numpy as np
 
 from keras_elmo import constants
+from keras_elmo.formats.dic_file import (CHAR_SPECIALS, WORD_OPTIONAL_SPECIALS, WORD_SPECIALS,
+                                         read_dic)
 from keras_elmo.formats.efml_model import (
-    CHAR_DIC, ENCODER_FILE, TOKEN_EMBEDDER_FILE, WORD_DIC, CHAR_SPECIALS, EFMLModel,
-    EFMLModelError, WORD_OPTIONAL_SPECIALS, WORD_SPECIALS, read_dic, read_efml_config,
-    read_efml_model)
+    CHAR_DIC, ENCODER_FILE, TOKEN_EMBEDDER_FILE, WORD_DIC, EFMLModel, EFMLModelError,
+    read_efml_config, read_efml_model)
 from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.text.token_vocabulary import TokenVocabulary
 
@@ -76,6 +77,11 @@ def efml_options(model):
         raise EFMLModelError(f"{model.config_file}: {error}") from None
 
 
+def efml_options_of_dir(directory):
+    """`efml_options` of an EFML model directory (read whole, and checked, first)."""
+    return efml_options(read_efml_model(directory))
+
+
 def efml_vocabulary(model):
     """The `TokenVocabulary` of an EFML model: its char.dic (and word.dic), specials
     converted as `efml_options` converts them.
@@ -90,28 +96,43 @@ def efml_vocabulary(model):
     array([[5, 6]], dtype=int32)
     """
     if isinstance(model, EFMLModel):
-        config, chars, words = model.config, model.chars, model.words
-    else:
-        directory = os.fspath(model)
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(f"EFML model directory not found: {directory}.")
-        config = read_efml_config(directory)[1]
-        chars = read_dic(os.path.join(directory, CHAR_DIC), CHAR_SPECIALS)
-        words = (read_dic(os.path.join(directory, WORD_DIC), WORD_SPECIALS,
-                          WORD_OPTIONAL_SPECIALS) if config.word_embedding_dim > 0 else None)
+        return dic_token_vocabulary(model.chars, model.words,
+                                    model.config.max_characters_per_token)
+    directory = os.fspath(model)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"EFML model directory not found: {directory}.")
+    config = read_efml_config(directory)[1]
+    return read_dic_vocabulary(os.path.join(directory, CHAR_DIC),
+                               os.path.join(directory, WORD_DIC)
+                               if config.word_embedding_dim > 0 else None,
+                               config.max_characters_per_token)
+
+
+def read_dic_vocabulary(char_dic, word_dic, max_characters_per_token):
+    """The `TokenVocabulary` of a char.dic and an optional word.dic (paths; None: no
+    words), read the way EFML's code uses them (`dic_token_vocabulary`)."""
+    chars = read_dic(char_dic, CHAR_SPECIALS)
+    words = (read_dic(word_dic, WORD_SPECIALS, WORD_OPTIONAL_SPECIALS)
+             if word_dic is not None else None)
+    return dic_token_vocabulary(chars, words, max_characters_per_token)
+
+
+def dic_token_vocabulary(chars, words, max_characters_per_token):
+    """A `TokenVocabulary` from `DicVocabulary` chars (and words, or None): a row begins
+    with `<eow>`'s id and ends with `<bow>`'s, as EFML's code writes it (module docstring)."""
     specials = chars.special_ids
     return TokenVocabulary(
         chars=chars.token_ids, unknown_char=specials["<oov>"], padding_char=specials["<pad>"],
         begin_word_char=specials["<eow>"], end_word_char=specials["<bow>"],
         begin_sentence_char=specials[BEGIN_SENTENCE_TOKEN],
         end_sentence_char=specials[END_SENTENCE_TOKEN],
-        max_characters_per_token=config.max_characters_per_token,
+        max_characters_per_token=max_characters_per_token,
         begin_sentence_token=BEGIN_SENTENCE_TOKEN, end_sentence_token=END_SENTENCE_TOKEN,
         words=None if words is None else words.token_ids,
         unknown_word=None if words is None else words.special_ids["<oov>"])
 
 
-def load_efml_weights(bilm, model):
+def load_efml_weights(bilm, model, release=False):
     """Assigns an EFML model's weights to a `BiLM` built from `efml_options(model)`.
 
     All or nothing: the options, then every array's shape and values are checked before
@@ -120,13 +141,16 @@ def load_efml_weights(bilm, model):
     Args:
         bilm: a `BiLM` (built with `zero_init=True` to hold one copy of the model).
         model: an `EFMLModel`, or a model directory to read.
+        release: bool, drop each array from `model`'s state dicts once it is assigned, so
+            that the process holds about one copy of the weights, not two (False: `model`
+            is left whole). A directory given as `model` is always released.
 
     Raises:
         EFMLModelError: the biLM's options are not the model's, or an array does not fit
             its weight or is not finite (one line naming the file and the array).
     """
     if not isinstance(model, EFMLModel):
-        model = read_efml_model(model)
+        model, release = read_efml_model(model), True
     expected = efml_options(model)
     if bilm.options != expected:
         differ = [name for name in expected.__dataclass_fields__ if name != "extra"
@@ -146,9 +170,15 @@ def load_efml_weights(bilm, model):
                                  "finite weights.")
     import tensorflow as tf
 
-    for _, variable, array in assignments:
+    if release:  # the list below holds the arrays now; each goes once it is assigned
+        model.token_embedder_weights.clear()
+        model.encoder_weights.clear()
+    while assignments:
+        _, variable, array = assignments.pop(0)
         value = tf.convert_to_tensor(np.ascontiguousarray(array, np.float32))
+        del array
         variable.assign(tf.cast(value, variable.dtype))
+        del value
     for cells in bilm.contextual_encoder.cells.values():
         for cell in cells:
             cell.refresh_one_row_kernels()  # a frozen biLM's one-row copies, if it has any

@@ -4,6 +4,12 @@
     MODEL_DIR/weights.hdf5     its weights; `keras-elmo train` writes it when a run ends
     MODEL_DIR/scalar_mix.json  optional: trained mix weights (`keras_elmo.export.mix_weights`)
     MODEL_DIR/vocab.txt        optional: the vocabulary (`keras-elmo train` copies it here)
+    MODEL_DIR/char.dic         a vocabulary model's characters (docs/model.md section 10)
+    MODEL_DIR/word.dic         and its words, when it has a word embedding
+
+An ELMoForManyLangs model directory as downloaded (config.json, char.dic, word.dic,
+token_embedder.pkl, encoder.pkl) is a model directory too: `resolve_model_files`
+recognises it by its files (`keras_elmo.formats.efml_model.is_efml_model_dir`).
 
 This module imports nothing but `os`, on purpose: the CLI (`keras-elmo embed`, `neighbors`,
 `export`) checks MODEL_DIR with `find_model_files` before it loads TensorFlow, so that a
@@ -14,6 +20,7 @@ Example:
 >>> options_file, weight_file, mix_file = find_model_files("runs/small")  # doctest: +SKIP
 """
 
+import dataclasses
 import os
 
 OPTIONS_FILE = "options.json"
@@ -21,6 +28,29 @@ WEIGHTS_FILE = "weights.hdf5"
 #: Name of the mix file looked for in a model directory.
 MIX_WEIGHTS_FILE = "scalar_mix.json"
 VOCAB_FILE = "vocab.txt"
+#: A vocabulary model's character and word vocabularies (`keras_elmo.formats.dic_file`).
+CHAR_DIC_FILE, WORD_DIC_FILE = "char.dic", "word.dic"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The files of a biLM, as `resolve_model_files` found them.
+
+    Attributes:
+        options_file, weight_file: the published-layout pair, or None for an
+            ELMoForManyLangs directory.
+        efml_dir: the ELMoForManyLangs model directory, or None.
+        mix_file, vocab_file: `scalar_mix.json` and `vocab.txt` of a model directory, or None.
+        char_dic, word_dic: a model directory's `char.dic` / `word.dic`, or None.
+    """
+
+    options_file: str = None
+    weight_file: str = None
+    efml_dir: str = None
+    mix_file: str = None
+    vocab_file: str = None
+    char_dic: str = None
+    word_dic: str = None
 
 
 def find_model_files(model_dir):
@@ -42,7 +72,8 @@ def find_model_files(model_dir):
     if not os.path.isdir(model_dir):
         what = "is a file" if os.path.exists(model_dir) else "does not exist"
         raise FileNotFoundError(f"model directory not found: {model_dir} {what}; expected a "
-                                f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE}.")
+                                f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE} (or an "
+                                "ELMoForManyLangs model directory).")
     found = []
     for name in (OPTIONS_FILE, WEIGHTS_FILE):
         path = os.path.join(model_dir, name)
@@ -57,11 +88,15 @@ def find_model_files(model_dir):
 
 
 def resolve_model_files(model_dir=None, options_file=None, weight_file=None):
-    """`(options_file, weight_file, mix_weights_file or None, vocab_file or None)` of a biLM
-    given as a model directory OR as two files with any names (AllenNLP's published
+    """`ModelFiles` of a biLM given as a model directory (ours, a published model's, or an
+    ELMoForManyLangs one as downloaded) OR as two files with any names (AllenNLP's published
     `elmo_2x4096_512_2048cnn_2xhighway_options.json` / `..._weights.hdf5`, say).
 
-    The mix and vocabulary files are looked for only in a model directory.
+    The mix, vocabulary and .dic files are looked for only in a model directory.
+
+    Example:
+    >>> resolve_model_files("zhs.model").efml_dir  # doctest: +SKIP
+    'zhs.model'
 
     Raises:
         ValueError: both or neither of the two ways, or only one of the two files.
@@ -76,16 +111,32 @@ def resolve_model_files(model_dir=None, options_file=None, weight_file=None):
                          f"MODEL_DIR {os.fspath(model_dir)!r} and --options "
                          f"{os.fspath(options_file)!r}.")
     if not with_files and model_dir is None:
-        raise ValueError("expected a model: MODEL_DIR (with options.json and weights.hdf5) or "
-                         "--options FILE --weights FILE; received neither.")
+        raise ValueError("expected a model: MODEL_DIR (with options.json and weights.hdf5, or "
+                         "an ELMoForManyLangs model directory) or --options FILE --weights "
+                         "FILE; received neither.")
     if model_dir is not None:
+        model_dir = os.fspath(model_dir)
+        from keras_elmo.formats.efml_model import CONFIG_FILE, is_efml_model_dir
+
+        # EFML's config.json without our options.json: an EFML directory, maybe missing a
+        # file, which its reader then names.
+        if not os.path.isfile(os.path.join(model_dir, OPTIONS_FILE)) and (
+                is_efml_model_dir(model_dir)
+                or os.path.isfile(os.path.join(model_dir, CONFIG_FILE))):
+            return ModelFiles(efml_dir=model_dir)
         options_file, weight_file, mix = find_model_files(model_dir)
-        vocab = os.path.join(os.fspath(model_dir), VOCAB_FILE)
-        return options_file, weight_file, mix, (vocab if os.path.isfile(vocab) else None)
+
+        def present(name):
+            path = os.path.join(model_dir, name)
+            return path if os.path.isfile(path) else None
+
+        return ModelFiles(options_file, weight_file, mix_file=mix,
+                          vocab_file=present(VOCAB_FILE), char_dic=present(CHAR_DIC_FILE),
+                          word_dic=present(WORD_DIC_FILE))
     for flag, path in (("--options", options_file), ("--weights", weight_file)):
         if not os.path.isfile(path):
             what = "is a directory" if os.path.isdir(path) else "does not exist"
             raise FileNotFoundError(f"{flag} {os.fspath(path)} {what}; expected the biLM's "
                                     f"{'options JSON' if flag == '--options' else 'HDF5 weights'}"
                                     " file.")
-    return os.fspath(options_file), os.fspath(weight_file), None, None
+    return ModelFiles(os.fspath(options_file), os.fspath(weight_file))

@@ -353,7 +353,8 @@ def _refuse_non_finite(bad, size, where):
 
 
 def save_published(bilm, directory):
-    """Writes `directory/options.json` and `directory/weights.hdf5` for a `BiLM`.
+    """Writes `directory/options.json` and `directory/weights.hdf5` for a `BiLM` (and a
+    vocabulary model's char.dic and word.dic: `keras_elmo.formats.model_vocabulary`).
 
     Example:
     >>> save_published(BiLM(BiLMOptions.tiny()), "tiny_bilm")
@@ -368,4 +369,8 @@ def save_published(bilm, directory):
     weights_path = os.path.join(directory, WEIGHTS_FILE)
     save_bilm_weights(bilm, weights_path)
     bilm.options.save(options_path)
+    if getattr(bilm, "vocabulary", None) is not None:  # a vocabulary model's char.dic, word.dic
+        from keras_elmo.formats.model_vocabulary import save_vocabulary
+
+        save_vocabulary(bilm.vocabulary, directory)
     return options_path, weights_path

@@ -15,6 +15,7 @@ from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
 from keras_elmo.layers.word_embedding import WordEmbedding
 from keras_elmo.layers.zero_init import rebuild_config
+from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -42,6 +43,11 @@ class BiLM(keras.Model):
             process then holds one copy of the model, not random draws plus the file's).
             How this object is built, not what it is: not in the config, so a biLM rebuilt
             from its config (`from_config`, `keras.models.clone_model`) draws its weights.
+        vocabulary: a vocabulary model's `keras_elmo.TokenVocabulary` (or its
+            `get_config()` dict), or None. With it the model's string-taking users
+            (`ElmoLayer`, `TokenEmbeddingCache`, the export, training) turn tokens into
+            its ids; it is part of the config (a `.keras` file keeps it). A byte model
+            takes none.
         **kwargs: `keras.Model` arguments (`name`, `dtype`). `dtype` is every sublayer's
             policy too: `dtype="bfloat16"` keeps the weights (half the memory) and computes
             in bfloat16, an explicit reduced-precision option (docs/performance.md has its
@@ -79,8 +85,11 @@ class BiLM(keras.Model):
     """
 
     def __init__(self, options, stateful=False, max_batch_size=128, dropout=0.0,
-                 zero_init=False, **kwargs):
+                 zero_init=False, vocabulary=None, **kwargs):
         options = as_options(options)
+        if vocabulary is not None:
+            vocabulary = TokenVocabulary.from_config(vocabulary)
+            vocabulary.check_fits(options)
         dtype = kwargs.get("dtype")  # the sublayers' policy too (None: Keras' global one)
         # === Layers ===
         token_embedder = CharCNNEmbedder.from_options(options, zero_init=zero_init,
@@ -128,6 +137,7 @@ class BiLM(keras.Model):
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
         self.dropout = float(dropout)
+        self.vocabulary = vocabulary
         self.token_embedder = token_embedder
         self.word_embedder = word_embedder
         self.contextual_encoder = contextual_encoder
@@ -136,10 +146,7 @@ class BiLM(keras.Model):
         # `{"char_ids": ...}`, what `vocabulary_batch_to_ids` gives a vocabulary without
         # words, is this model's one tensor (Keras would take it, with a warning per call).
         if isinstance(inputs, dict) and getattr(self, "word_embedder", None) is None:
-            if set(inputs) != {"char_ids"}:
-                raise ValueError("A BiLM without a word embedding takes char ids, or "
-                                 f"{{'char_ids': ...}}; received the keys {sorted(inputs)}.")
-            inputs = inputs["char_ids"]
+            inputs = self.split_inputs(inputs)[0]
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @classmethod
@@ -181,8 +188,9 @@ class BiLM(keras.Model):
         from keras_elmo.formats import efml_weights
 
         model = efml_weights.read_efml_model(directory)
-        bilm = cls(efml_weights.efml_options(model), zero_init=True, **kwargs)
-        efml_weights.load_efml_weights(bilm, model)
+        bilm = cls(efml_weights.efml_options(model), zero_init=True,
+                   vocabulary=efml_weights.efml_vocabulary(model), **kwargs)
+        efml_weights.load_efml_weights(bilm, model, release=True)
         return bilm
 
     @property
@@ -239,28 +247,89 @@ class BiLM(keras.Model):
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         return {"layers": layers, "mask": mask}
 
-    def require_byte_model(self, what):
-        """Refuses a vocabulary model where `what` spells tokens as UTF-8 bytes: its bytes
-        would be read as rows of the model's character vocabulary (docs/model.md section 10).
+    def batch_to_ids(self, sentences):
+        """The model's inputs for tokenised sentences (numpy; no TensorFlow op).
+
+        A byte model's char ids (`keras_elmo.batch_to_ids`), or a vocabulary model's
+        `{"char_ids": ..., ["word_ids": ...]}` from its vocabulary
+        (`keras_elmo.vocabulary_batch_to_ids`): what calling the model takes.
+
+        Args:
+            sentences: list of sentences, each a list of `str` tokens (may be empty).
+
+        Example:
+        >>> bilm(bilm.batch_to_ids([["北京", "欢迎", "你"], []]))["layers"]  # any model
+        """
+        if not self.options.char_vocabulary:
+            from keras_elmo.text.characters import batch_to_ids
+
+            return batch_to_ids(sentences, self.options.max_characters_per_token)
+        self.require_vocabulary("BiLM.batch_to_ids")
+        ids = vocabulary_batch_to_ids(self.vocabulary, sentences)
+        return ids if self.word_embedder is not None else ids["char_ids"]
+
+    def require_vocabulary(self, what):
+        """Refuses a vocabulary model without its `vocabulary` where `what` turns tokens
+        into ids (a byte model needs none: its ids are UTF-8 bytes).
 
         Raises:
-            ValueError: the options have `char_vocabulary`.
+            ValueError: the options have `char_vocabulary` and the model no vocabulary.
         """
-        if self.options.char_vocabulary:
-            raise ValueError(f"{what} spells tokens as UTF-8 bytes, for a byte model; received "
-                             "a vocabulary model (char_vocabulary, e.g. ELMoForManyLangs), "
-                             "whose ids come from keras_elmo.vocabulary_batch_to_ids.")
+        if self.options.char_vocabulary and self.vocabulary is None:
+            raise ValueError(f"{what} needs the token vocabulary of this vocabulary model "
+                             "(char_vocabulary); received a BiLM built without one: load it "
+                             "with BiLM.from_efml(DIR) or keras_elmo.load_bilm(DIR), or pass "
+                             "vocabulary=TokenVocabulary(...).")
+
+    def token_embeddings(self, inputs, training=None):
+        """Context-insensitive token vectors (layer 0's `x`) of the model's inputs.
+
+        Args:
+            inputs: what the model takes: char ids `(batch, T, max_characters_per_token)`,
+                or the dict `{"char_ids": ..., "word_ids": (batch, T)}` (word models).
+            training: passed to the token encoder (its dropout-free layers ignore it).
+
+        Returns:
+            `(batch, T, projection_dim)` in the model's compute dtype: the char encoder's
+            output, plus `WordEmbedding`'s in a word model (word ids taken as 0 where the
+            char row is padding, as the model's call does).
+
+        Example:
+        >>> bilm.token_embeddings(keras_elmo.batch_to_ids([["a", "b"]])).shape  # (1, 2, P)
+        """
+        char_ids, word_ids = self.split_inputs(inputs)
+        vectors = self.token_embedder(char_ids, training=training)  # (batch, T, P)
+        if self.word_embedder is not None:
+            words = ops.where(token_mask(char_ids), word_ids, 0)  # (batch, T)
+            vectors = vectors + self.word_embedder(words)
+        return vectors
+
+    def split_inputs(self, inputs):
+        """`(char_ids, word_ids or None)` of the model's inputs (a tensor or a dict).
+
+        Raises:
+            ValueError: a word model given no word ids, or a dict with other keys.
+        """
+        if not isinstance(inputs, dict):
+            if self.word_embedder is not None:
+                raise ValueError("This BiLM has a word embedding: it takes {'char_ids': ..., "
+                                 "'word_ids': ...} (keras_elmo.vocabulary_batch_to_ids); "
+                                 "received char ids alone.")
+            return inputs, None
+        expected = {"char_ids", "word_ids"} if self.word_embedder is not None else {"char_ids"}
+        if set(inputs) != expected:
+            raise ValueError(f"This BiLM takes the keys {sorted(expected)}; received "
+                             f"{sorted(inputs)}.")
+        return inputs["char_ids"], inputs.get("word_ids")
 
     def _boundary_token_vectors(self):
         """The `<S>` and `</S>` token vectors, `(2, P)`."""
-        chars = ops.convert_to_tensor([list(self.options.boundary_char_ids)],
-                                      "int32")  # (1, 2, chars)
-        vectors = self.token_embedder(chars)[0]  # (2, P)
+        inputs = {"char_ids": ops.convert_to_tensor([list(self.options.boundary_char_ids)],
+                                                    "int32")}  # (1, 2, chars)
         if self.word_embedder is not None:
-            words = ops.convert_to_tensor([list(self.options.boundary_word_ids)],
-                                          "int32")  # (1, 2)
-            vectors = vectors + self.word_embedder(words)[0]
-        return vectors
+            inputs["word_ids"] = ops.convert_to_tensor([list(self.options.boundary_word_ids)],
+                                                       "int32")  # (1, 2)
+        return self.token_embeddings(inputs)[0]  # (2, P)
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
@@ -270,6 +339,7 @@ class BiLM(keras.Model):
         return {"options": self.options.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "dropout": self.dropout,
                 "name": self.name,
+                **({"vocabulary": self.vocabulary.get_config()} if self.vocabulary else {}),
                 "trainable": self.trainable,
                 # The sublayers hold the biLM's policy (a functional model keeps float32).
                 "dtype": keras.dtype_policies.serialize(self.token_embedder.dtype_policy)}

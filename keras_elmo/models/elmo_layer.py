@@ -11,6 +11,7 @@ from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_padded_char_ids, tf_ragged_char_ids, token_mask
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.scalar_mix import ScalarMix
+from keras_elmo.text.vocabulary_lookup import VocabularyLookup
 from keras_elmo.validation import check_int
 
 
@@ -43,7 +44,10 @@ class ElmoLayer(keras.layers.Layer):
             - tf.string `(batch, num_tokens)`, padded with `""`;
             - tf.string `tf.RaggedTensor` `(batch, (num_tokens))`;
             - int32 char ids `(batch, num_tokens, max_characters_per_token)`
-              from `keras_elmo.batch_to_ids`.
+              from `keras_elmo.batch_to_ids` (`bilm.batch_to_ids`);
+            - a word model's dict `{"char_ids": ..., "word_ids": (batch, num_tokens)}`.
+            A vocabulary model (an ELMoForManyLangs one, `keras_elmo.load_bilm`) takes
+            the string forms too: its `vocabulary` turns them into ids in the graph.
         training: bool, enables the mixes' dropout (and the biLM's own dropout only when
             `trainable_bilm`: a frozen biLM always runs in inference mode).
 
@@ -86,6 +90,9 @@ class ElmoLayer(keras.layers.Layer):
         self.supports_masking = True
         self.bilm = bilm
         self.bilm.trainable = self.trainable_bilm
+        # A vocabulary model's string tokens go through its vocabulary's lookup tables.
+        self._lookup = (VocabularyLookup(bilm.vocabulary) if bilm.vocabulary is not None
+                        else None)
         self.scalar_mixes = [
             ScalarMix(do_layer_norm=self.do_layer_norm, dropout=self.dropout,
                       l2_coef=self.l2_coef, name=f"scalar_mix_{i}", dtype=self.dtype_policy)
@@ -117,15 +124,18 @@ class ElmoLayer(keras.layers.Layer):
         for mix in self.scalar_mixes:
             mix.build(layers_shape)
 
-    def char_ids(self, inputs):
-        """Char ids `(batch, T, max_chars)` for any accepted input form."""
-        chars = self.options.max_characters_per_token
+    def model_inputs(self, inputs):
+        """What the held biLM takes, for any accepted input form: char ids `(batch, T,
+        max_chars)`, or a word model's `{"char_ids": ..., "word_ids": (batch, T)}`."""
+        if isinstance(inputs, dict):
+            return {key: tf.cast(value, tf.int32) for key, value in inputs.items()}
         if self.options.char_vocabulary and (isinstance(inputs, tf.RaggedTensor) or (
                 tf.convert_to_tensor(inputs).dtype == tf.string)):
-            # Bytes would be read as rows of the model's character vocabulary.
-            raise ValueError("ElmoLayer over a vocabulary model (char_vocabulary) takes char "
-                             "ids from keras_elmo.vocabulary_batch_to_ids, not string tokens; "
-                             "received tf.string tokens.")
+            self.bilm.require_vocabulary("ElmoLayer given string tokens")
+            ids = (self._lookup.ragged_ids(inputs) if isinstance(inputs, tf.RaggedTensor)
+                   else self._lookup.padded_ids(self._string_tokens(inputs)))
+            return ids if self.bilm.word_embedder is not None else ids["char_ids"]
+        chars = self.options.max_characters_per_token
         if isinstance(inputs, tf.RaggedTensor):
             if inputs.dtype != tf.string:
                 raise ValueError("A ragged input must hold tf.string tokens; received dtype "
@@ -133,19 +143,24 @@ class ElmoLayer(keras.layers.Layer):
             return tf_ragged_char_ids(inputs, chars)
         inputs = tf.convert_to_tensor(inputs)
         if inputs.dtype == tf.string:
-            if inputs.shape.rank != 2:
-                raise ValueError("String tokens must have shape (batch, num_tokens); received "
-                                 f"shape {inputs.shape}.")
-            return tf_padded_char_ids(inputs, chars)
+            return tf_padded_char_ids(self._string_tokens(inputs), chars)
         if inputs.dtype.is_integer and inputs.shape.rank == 3:
             return tf.cast(inputs, tf.int32)
         raise ValueError("ElmoLayer expects tf.string tokens (batch, num_tokens), a ragged "
                          "tf.string tensor, or int char ids (batch, num_tokens, "
                          f"{chars}); received dtype {inputs.dtype.name}, shape {inputs.shape}.")
 
+    @staticmethod
+    def _string_tokens(inputs):
+        inputs = tf.convert_to_tensor(inputs)
+        if inputs.shape.rank != 2:
+            raise ValueError("String tokens must have shape (batch, num_tokens); received "
+                             f"shape {inputs.shape}.")
+        return inputs
+
     def call(self, inputs, training=False):
         # A frozen biLM runs in inference mode (no dropout of a trained run's backbone).
-        outputs = self.bilm(self.char_ids(inputs),
+        outputs = self.bilm(self.model_inputs(inputs),
                             training=training if self.trainable_bilm else False)
         layers, mask = outputs["layers"], outputs["mask"]
         mixes = [mix(layers, mask=mask, training=training) for mix in self.scalar_mixes]
@@ -158,7 +173,9 @@ class ElmoLayer(keras.layers.Layer):
         if self.return_layers:
             return None
         # keras.ops, so that the mask is also a node of a functional model being built.
-        if isinstance(inputs, tf.RaggedTensor):
+        if isinstance(inputs, dict):  # a word model's ids: (batch, T, chars) -> (batch, T)
+            mask = token_mask(inputs["char_ids"])
+        elif isinstance(inputs, tf.RaggedTensor):
             mask = tf.sequence_mask(inputs.row_lengths())  # (batch, T)
         else:
             if not isinstance(inputs, keras.KerasTensor):
@@ -170,6 +187,8 @@ class ElmoLayer(keras.layers.Layer):
         return [mask] * len(self.scalar_mixes) if len(self.scalar_mixes) > 1 else mask
 
     def compute_output_spec(self, inputs, training=False):
+        if isinstance(inputs, dict):
+            inputs = inputs["char_ids"]
         batch, steps = inputs.shape[0], inputs.shape[1]
         dim = self.bilm.output_dim
         one = keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)

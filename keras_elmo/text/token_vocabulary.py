@@ -25,6 +25,7 @@ Example:
 """
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from keras_elmo import constants
 
 #: Characters of a row that are not the token's own: begin-of-word and end-of-word.
 _MARKERS = constants.NUM_WORD_MARKERS
+#: Lone surrogates: what `bytes.decode("utf-8", "surrogateescape")` makes of invalid bytes.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +95,44 @@ class TokenVocabulary:
     def has_words(self):
         """Whether tokens also get word ids."""
         return self.words is not None
+
+    def get_config(self):
+        """A JSON-able dict; `TokenVocabulary.from_config` rebuilds the vocabulary."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_config(cls, config):
+        """The vocabulary of `get_config()` (a `TokenVocabulary` is returned as it is)."""
+        if isinstance(config, cls):
+            return config
+        if not isinstance(config, dict):
+            raise ValueError("A token vocabulary must be a TokenVocabulary or its get_config() "
+                             f"dict; received {type(config).__name__}.")
+        return cls(**config)
+
+    def check_fits(self, options):
+        """Refuses a vocabulary whose ids are not the model's (`BiLMOptions` `options`).
+
+        Raises:
+            ValueError: naming the first id or size that differs and what the options say.
+        """
+        if not options.char_vocabulary:
+            raise ValueError("A token vocabulary belongs to a vocabulary model "
+                             "(char_vocabulary); received the options of a byte model.")
+        for name in ("begin_word_char", "end_word_char", "padding_char",
+                     "begin_sentence_char", "end_sentence_char", "max_characters_per_token"):
+            if getattr(self, name) != getattr(options, name):
+                raise ValueError(f"the token vocabulary's {name} is {getattr(self, name)}, the "
+                                 f"model's {getattr(options, name)}; expected the same.")
+        rows = options.num_characters - constants.CHAR_ID_SHIFT
+        _check_ids("char", {**self.chars, "<unknown>": self.unknown_char}, rows)
+        if self.has_words != options.has_word_embedding:
+            raise ValueError(f"the token vocabulary {'has' if self.has_words else 'has no'} "
+                             f"words and the model {'has' if options.has_word_embedding else 'has no'}"
+                             " word embedding; expected both or neither.")
+        if self.has_words:
+            _check_ids("word", {**self.words, "<unknown>": self.unknown_word},
+                       options.word_vocabulary_size)
 
 
 def token_char_ids(vocabulary, token):
@@ -170,16 +211,29 @@ def vocabulary_batch_to_ids(vocabulary, sentences):
     return result
 
 
+def _check_ids(what, ids, rows):
+    """Refuses an id beyond the model's `rows` rows of the `what` table."""
+    largest = max(ids.items(), key=lambda item: item[1])
+    if largest[1] >= rows:
+        raise ValueError(f"the token vocabulary's {what} {largest[0]!r} has id {largest[1]}; "
+                         f"expected ids below the model's {rows} {what} rows.")
+
+
 def _cut(vocabulary, token):
     """The token's first `max_characters_per_token - 2` characters."""
     return _text(token)[:vocabulary.max_characters_per_token - _MARKERS]
 
 
 def _text(token):
+    """A token's characters; invalid UTF-8 is dropped inside the token (bytes: the invalid
+    bytes; str: the lone surrogates that `surrogateescape` made of them), as a byte model
+    drops invalid bytes (docs/model.md section 1)."""
     if isinstance(token, bytes):
         return token.decode("utf-8", errors="ignore")
     if not isinstance(token, str):
         raise ValueError(f"A token must be str or bytes; received {type(token).__name__}.")
+    if _SURROGATES.search(token):
+        return _SURROGATES.sub("", token)
     return token
 
 

@@ -1,0 +1,52 @@
+"""`load_bilm`: the biLM of any model directory, with its token vocabulary.
+
+Three kinds of directory hold a biLM, told apart by their files
+(`keras_elmo.formats.model_files.resolve_model_files`):
+
+- a byte model in the published layout (`keras-elmo train`, bilm-tf, AllenNLP):
+  options.json + weights.hdf5;
+- a vocabulary model in the published layout (a `keras-elmo train --init-from` of an
+  ELMoForManyLangs model): the same two files plus char.dic (and word.dic), its token
+  vocabulary;
+- an ELMoForManyLangs model directory as downloaded (`BiLM.from_efml`).
+
+Every command and Python entry point that reads a model goes through `load_bilm`, so each
+accepts all three.
+
+Example:
+>>> bilm = load_bilm("zhs.model")  # doctest: +SKIP
+>>> out = bilm(bilm.batch_to_ids([["北京", "欢迎", "你"]]))  # doctest: +SKIP
+>>> elmo = keras_elmo.ElmoLayer(bilm)  # takes tf.string tokens  # doctest: +SKIP
+"""
+
+from keras_elmo.formats.model_files import ModelFiles, resolve_model_files
+
+
+def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
+    """A `keras_elmo.BiLM` with the weights (and a vocabulary model's vocabulary) of a
+    model directory, or of a published options/weights pair.
+
+    Args:
+        model_dir: a model directory of any of the three kinds (module docstring), or the
+            `ModelFiles` that `resolve_model_files` returned for it.
+        options_file, weight_file: instead of `model_dir`, a published pair of any names.
+        **kwargs: the `BiLM` constructor's (`dtype`, `stateful`, `name`, ...).
+
+    Returns:
+        `BiLM`; its `vocabulary` is set for a vocabulary model.
+
+    Raises:
+        FileNotFoundError / ValueError: one line naming the file that is missing or does not
+            fit; nothing is loaded.
+    """
+    from keras_elmo.formats.model_vocabulary import read_model_vocabulary
+    from keras_elmo.formats.options import BiLMOptions
+    from keras_elmo.models.bilm import BiLM
+
+    files = (model_dir if isinstance(model_dir, ModelFiles)
+             else resolve_model_files(model_dir, options_file, weight_file))
+    if files.efml_dir is not None:
+        return BiLM.from_efml(files.efml_dir, **kwargs)
+    options = BiLMOptions.from_file(files.options_file)
+    vocabulary = read_model_vocabulary(files, options) if options.char_vocabulary else None
+    return BiLM.from_weights(options, files.weight_file, vocabulary=vocabulary, **kwargs)
