@@ -121,7 +121,7 @@ def resolve_config(args, model_dir):
 
 
 def _read_json(path):
-    from keras_elmo.formats.options import read_json
+    from keras_elmo.formats.json_fields import read_json
 
     data = read_json(path, "--config file", "an options.json-shaped JSON file")
     if not isinstance(data, dict):

@@ -18,7 +18,7 @@ import json
 import math
 import os
 
-from keras_elmo.formats.options import read_json
+from keras_elmo.formats.json_fields import read_json
 from keras_elmo.layers.scalar_mix import ScalarMix
 
 

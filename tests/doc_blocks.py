@@ -9,7 +9,7 @@ itself, on the line right before its fence:
 The substitution rule: a block is run as written; only the names of model directories and
 files it reads stand for tiny ones. The harness makes, in the document's working directory,
 under exactly the names the documents use (`STAND_IN_MODELS`, `STAND_IN_FILES`,
-`STAND_IN_TEXTS`): tiny random biLMs (`BiLMOptions.tiny()`, published layout, with a
+`STAND_IN_EFML`, `STAND_IN_TEXTS`): tiny random biLMs (`BiLMOptions.tiny()`, published layout, with a
 vocab.txt) and a few sentences of text. A corpus of a few sentences also keeps every training
 command short whatever its time limit: the preset's epochs end it in a few steps. Blocks of
 one document run in order in one working directory (a later block reads what an earlier one
@@ -57,6 +57,8 @@ STAND_IN_FILES = (("options.json", "weights.hdf5"),
                   ("my_options.json", "my_weights.hdf5"),
                   ("elmo_2x4096_512_2048cnn_2xhighway_options.json",
                    "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"))
+#: ELMoForManyLangs model directories the documents read -> the fixture standing in for it.
+STAND_IN_EFML = {"zhs.model": os.path.join(ROOT, "tests", "fixtures", "efml", "tiny_zip")}
 #: Tokenised text (Chinese as People's Daily has it, and English).
 SEGMENTED = ["他 在 会 上 发言 。", "人民 日报 发表 社论 。", "人民 日报 发表 新年 讲话 。", "我 爱 北京 天安门 。",
              "大会 开 了 很 久 。", "他 会 说 英语 。", "the cat sat on the mat .",
@@ -156,6 +158,8 @@ def make_workspace(directory):
     for options, weights in STAND_IN_FILES:
         shutil.copyfile(os.path.join(first, "options.json"), os.path.join(directory, options))
         shutil.copyfile(os.path.join(first, "weights.hdf5"), os.path.join(directory, weights))
+    for name, fixture in STAND_IN_EFML.items():
+        shutil.copytree(fixture, os.path.join(directory, name))
     for name, lines in STAND_IN_TEXTS.items():
         path = os.path.join(directory, name)
         os.makedirs(os.path.dirname(path) or directory, exist_ok=True)

@@ -32,7 +32,9 @@ DOCUMENT_TIMEOUT = 1800
 WRITTEN = {
     "README.md": ["tagger.keras", "runs/pd/weights.hdf5", "runs/pd_raw_jieba/weights.hdf5",
                   "runs/pd/saved_model/1/saved_model.pb", "out/saved_model.pb",
-                  "embeddings.hdf5", "top.hdf5", "elmo.hdf5", "converted/weights.hdf5"],
+                  "embeddings.hdf5", "top.hdf5", "elmo.hdf5", "converted/weights.hdf5",
+                  "elmo_en.hdf5", "zhs_elmo.hdf5", "serving/zhs/1/saved_model.pb",
+                  "runs/zhs_reviews/weights.hdf5", "runs/zhs_reviews/word.dic"],
     "docs/migrating.md": ["serving/elmo/1/saved_model.pb", "elmo_layers.hdf5", "elmo_top.hdf5",
                           "elmo.hdf5", "token_embeddings.hdf5", "vocab.txt", "run/weights.hdf5"],
     "docs/training.md": ["runs/pd/weights.hdf5", "runs/reviews/weights.hdf5"],

@@ -45,7 +45,7 @@ import os
 
 from keras_elmo.formats.dic_file import (CHAR_SPECIALS, WORD_OPTIONAL_SPECIALS, WORD_SPECIALS,
                                          DicVocabulary, read_dic)
-from keras_elmo.formats.options import read_json
+from keras_elmo.formats.json_fields import read_json
 from keras_elmo.formats.torch_state import read_torch_state_dict
 
 CONFIG_FILE, CHAR_DIC, WORD_DIC = "config.json", "char.dic", "word.dic"

@@ -21,6 +21,9 @@ import math
 import os
 
 from keras_elmo import constants
+from keras_elmo.formats.json_fields import (check_id, json_bool, json_filters, json_int,
+                                            json_key, json_number, json_object,
+                                            json_optional_number, json_str, read_json)
 from keras_elmo.validation import check_int
 
 _ACTIVATIONS = ("relu", "tanh")
@@ -159,7 +162,7 @@ class BiLMOptions:
             check_int("char_cnn.n_characters", self.num_characters, minimum=2,
                       hint="(the vocabulary's chars + 1: row 0 means no token)")
             for name, value in specials.items():
-                _check_id(f"char_cnn.char_vocabulary.{name}", value,
+                check_id(f"char_cnn.char_vocabulary.{name}", value,
                           self.num_characters - constants.CHAR_ID_SHIFT)
         check_int("word_embedding.n_words", self.word_vocabulary_size, minimum=0)
         check_int("word_embedding.dim", self.word_embedding_dim, minimum=0)
@@ -169,7 +172,7 @@ class BiLMOptions:
                              f"and {self.word_embedding_dim}.")
         if self.word_embedding_dim:
             for name in ("begin_sentence", "end_sentence"):
-                _check_id(f"word_embedding.{name}", getattr(self, f"{name}_word"),
+                check_id(f"word_embedding.{name}", getattr(self, f"{name}_word"),
                           self.word_vocabulary_size)
 
     # --- the input side -------------------------------------------------------------------
@@ -259,9 +262,9 @@ class BiLMOptions:
             if not isinstance(embedding, dict):
                 raise ValueError("options.json key 'char_cnn.embedding' must be an object "
                                  f"{{\"dim\": ...}}; received {embedding!r}.")
-            vocabulary = _object("char_cnn.char_vocabulary", cnn.pop("char_vocabulary", None))
-            words = _object("word_embedding", options.get("word_embedding"))
-            num_characters = _int("char_cnn.n_characters",
+            vocabulary = json_object("char_cnn.char_vocabulary", cnn.pop("char_vocabulary", None))
+            words = json_object("word_embedding", options.get("word_embedding"))
+            num_characters = json_int("char_cnn.n_characters",
                                   cnn.pop("n_characters", constants.NUM_CHARACTERS))
             if num_characters == constants.NUM_FILE_CHARACTERS and vocabulary is None:
                 num_characters = constants.NUM_CHARACTERS
@@ -269,33 +272,33 @@ class BiLMOptions:
             if vocabulary is not None:
                 input_side["char_vocabulary"] = True
                 for name in _SPECIAL_CHARS:
-                    input_side[f"{name}_char"] = _int(
+                    input_side[f"{name}_char"] = json_int(
                         f"char_cnn.char_vocabulary.{name}",
-                        _key(vocabulary, "char_cnn.char_vocabulary", name))
+                        json_key(vocabulary, "char_cnn.char_vocabulary", name))
             if words is not None:
                 input_side.update(
-                    (field, _int(f"word_embedding.{key}", _key(words, "word_embedding", key)))
+                    (field, json_int(f"word_embedding.{key}", json_key(words, "word_embedding", key)))
                     for field, key in (("word_embedding_dim", "dim"),
                                        ("word_vocabulary_size", "n_words"),
                                        ("begin_sentence_word", "begin_sentence"),
                                        ("end_sentence_word", "end_sentence")))
             if "forget_bias" in lstm:
-                input_side["forget_bias"] = _number("lstm.forget_bias", lstm.pop("forget_bias"))
+                input_side["forget_bias"] = json_number("lstm.forget_bias", lstm.pop("forget_bias"))
             fields = dict(
-                char_embedding_dim=_int("char_cnn.embedding.dim", embedding["dim"]),
-                filters=_filters(cnn.pop("filters")),
-                num_highway=_int("char_cnn.n_highway", cnn.pop("n_highway", 0)),
-                activation=_str("char_cnn.activation", cnn.pop("activation", "relu")),
-                max_characters_per_token=_int(
+                char_embedding_dim=json_int("char_cnn.embedding.dim", embedding["dim"]),
+                filters=json_filters(cnn.pop("filters")),
+                num_highway=json_int("char_cnn.n_highway", cnn.pop("n_highway", 0)),
+                activation=json_str("char_cnn.activation", cnn.pop("activation", "relu")),
+                max_characters_per_token=json_int(
                     "char_cnn.max_characters_per_token",
                     cnn.pop("max_characters_per_token", constants.MAX_CHARACTERS_PER_TOKEN)),
                 num_characters=num_characters,
-                lstm_units=_int("lstm.dim", lstm.pop("dim")),
-                projection_dim=_int("lstm.projection_dim", lstm.pop("projection_dim")),
-                num_layers=_int("lstm.n_layers", lstm.pop("n_layers")),
-                cell_clip=_optional_number("lstm.cell_clip", lstm.pop("cell_clip", None)),
-                proj_clip=_optional_number("lstm.proj_clip", lstm.pop("proj_clip", None)),
-                use_skip_connections=_bool("lstm.use_skip_connections",
+                lstm_units=json_int("lstm.dim", lstm.pop("dim")),
+                projection_dim=json_int("lstm.projection_dim", lstm.pop("projection_dim")),
+                num_layers=json_int("lstm.n_layers", lstm.pop("n_layers")),
+                cell_clip=json_optional_number("lstm.cell_clip", lstm.pop("cell_clip", None)),
+                proj_clip=json_optional_number("lstm.proj_clip", lstm.pop("proj_clip", None)),
+                use_skip_connections=json_bool("lstm.use_skip_connections",
                                            lstm.pop("use_skip_connections", False)),
                 **input_side,
             )
@@ -369,103 +372,3 @@ def as_options(options):
         return BiLMOptions.from_file(options)
     raise ValueError("options must be a BiLMOptions, an options.json dict or a path; "
                      f"received {type(options).__name__}.")
-
-
-def read_json(path, what, expected):
-    """Parses a JSON file; a missing file or bad JSON becomes one clear error.
-
-    Args:
-        path: the file.
-        what: how the error names the file (e.g. `"options file"`).
-        expected: what the file should be, for the missing-file message.
-    """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{what} not found: {path} (expected {expected}).")
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{what} {path} is not valid JSON: {error.msg} at line "
-                             f"{error.lineno} column {error.colno}.") from None
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{what} {path} is not UTF-8 text ({error.reason} at byte "
-                             f"{error.start}).") from None
-
-
-def _int(key, value):
-    """A JSON integer (not a bool, a float such as 12.9 or a string such as "12")."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"options.json key {key!r} must be an integer; received {value!r} "
-                         f"({type(value).__name__}).")
-    return value
-
-
-def _bool(key, value):
-    """A JSON `true` / `false` (the string "false" is refused, not read as true)."""
-    if not isinstance(value, bool):
-        raise ValueError(f"options.json key {key!r} must be true or false; received {value!r} "
-                         f"({type(value).__name__}).")
-    return value
-
-
-def _str(key, value):
-    if not isinstance(value, str):
-        raise ValueError(f"options.json key {key!r} must be a string; received {value!r} "
-                         f"({type(value).__name__}).")
-    return value
-
-
-def _number(key, value):
-    """A JSON number, as float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"options.json key {key!r} must be a number; received {value!r} "
-                         f"({type(value).__name__}).")
-    return float(value)
-
-
-def _key(values, section, name):
-    """`values[name]`; a KeyError naming `section.name` when it is missing."""
-    if name not in values:
-        raise KeyError(f"{section}.{name}")
-    return values[name]
-
-
-def _object(key, value):
-    """None (key absent) or a JSON object."""
-    if value is not None and not isinstance(value, dict):
-        raise ValueError(f"options.json key {key!r} must be an object; received {value!r} "
-                         f"({type(value).__name__}).")
-    return value
-
-
-def _check_id(name, value, rows):
-    """A raw id of a table of `rows` rows: an int in [0, rows - 1]."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < rows:
-        raise ValueError(f"{name} must be an id in [0, {rows - 1}] (a row of its table of "
-                         f"{rows}); received {value!r}.")
-
-
-def _optional_number(key, value):
-    """None (no clip) or a JSON number, as float."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"options.json key {key!r} must be a number or null; received "
-                         f"{value!r} ({type(value).__name__}).")
-    return float(value)
-
-
-def _filters(value):
-    """`[[width, n_filters], ...]` of integers -> tuple of pairs."""
-    if not isinstance(value, list):
-        raise ValueError("options.json key 'char_cnn.filters' must be a list of [width, "
-                         f"n_filters] pairs; received {value!r} ({type(value).__name__}).")
-    pairs = []
-    for index, pair in enumerate(value):
-        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-            raise ValueError(f"options.json key 'char_cnn.filters' entry {index} must be a "
-                             f"[width, n_filters] pair; received {pair!r}.")
-        pairs.append((_int(f"char_cnn.filters[{index}][0]", pair[0]),
-                      _int(f"char_cnn.filters[{index}][1]", pair[1])))
-    return tuple(pairs)
