@@ -242,6 +242,17 @@ def test_export_serves_text_with_tensorflow_alone(tmp_path, capsys):
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert not report["keras_elmo"] and len(report["trainable"]) == 2
     assert all(g > 0 for g in report["grads"])
+    # Keras' own client of a SavedModel trains the mix through the vocabulary tables.
+    layer = keras.layers.TFSMLayer(path, call_endpoint="default", trainable=True)
+    text_input = keras.Input(shape=(), dtype="string")
+    scores = keras.layers.Dense(1, activation="sigmoid")(layer(text_input)["default"])
+    classifier = keras.Model(text_input, scores)
+    classifier.compile(keras.optimizers.SGD(0.5), "binary_crossentropy")
+    before = [w.numpy().copy() for w in layer.trainable_weights]
+    labels = np.array([[i % 2] for i in range(len(text))], np.float32)
+    classifier.fit(tf.constant(text), labels, epochs=3, batch_size=len(text), verbose=0)
+    assert len(before) == 2 and all(not np.array_equal(b, w.numpy())
+                                    for b, w in zip(before, layer.trainable_weights))
     outputs = np.load(tmp_path / "o.npz")
     for prefix in ("", "tokens/"):
         for i, expected in enumerate(efml_outputs(name)):
