@@ -198,7 +198,8 @@ def test_console_exit_code_and_stderr_in_a_subprocess(tmp_path, text_file):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"keras-elmo embed: error: model directory not found: {tmp_path / 'nope'} does not "
-        "exist; expected a directory with options.json and weights.hdf5 (or an ELMoForManyLangs model directory)."]
+        "exist; expected a directory with options.json and weights.hdf5 (or an "
+        "ELMoForManyLangs model directory)."]
 
 
 def test_length_sorting_changes_nothing_but_the_order(model, tmp_path):
