@@ -132,7 +132,7 @@ def dic_token_vocabulary(chars, words, max_characters_per_token):
         unknown_word=None if words is None else words.special_ids["<oov>"])
 
 
-def load_efml_weights(bilm, model, release=False):
+def load_efml_weights(bilm, model):
     """Assigns an EFML model's weights to a `BiLM` built from `efml_options(model)`.
 
     All or nothing: the options, then every array's shape and values are checked before
@@ -141,16 +141,13 @@ def load_efml_weights(bilm, model, release=False):
     Args:
         bilm: a `BiLM` (built with `zero_init=True` to hold one copy of the model).
         model: an `EFMLModel`, or a model directory to read.
-        release: bool, drop each array from `model`'s state dicts once it is assigned, so
-            that the process holds about one copy of the weights, not two (False: `model`
-            is left whole). A directory given as `model` is always released.
 
     Raises:
         EFMLModelError: the biLM's options are not the model's, or an array does not fit
             its weight or is not finite (one line naming the file and the array).
     """
     if not isinstance(model, EFMLModel):
-        model, release = read_efml_model(model), True
+        model = read_efml_model(model)
     expected = efml_options(model)
     if bilm.options != expected:
         differ = [name for name in expected.__dataclass_fields__ if name != "extra"
@@ -170,9 +167,9 @@ def load_efml_weights(bilm, model, release=False):
                                  "finite weights.")
     import tensorflow as tf
 
-    if release:  # the list below holds the arrays now; each goes once it is assigned
-        model.token_embedder_weights.clear()
-        model.encoder_weights.clear()
+    # The arrays are mostly views of the files (`read_torch_state_dict` maps them): each is
+    # copied into the process once, one at a time, so loading holds about one copy of the
+    # model, in its variables.
     while assignments:
         _, variable, array = assignments.pop(0)
         value = tf.convert_to_tensor(np.ascontiguousarray(array, np.float32))

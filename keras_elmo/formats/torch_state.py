@@ -52,6 +52,8 @@ LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL_VERSION = 1001
 _ZIP_SIGNATURE = b"PK\x03\x04"
 _INT64 = struct.Struct("<q")
+#: A zip local file header: signature ... file name length, extra field length.
+_ZIP_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 
 
 # --- the two containers ----------------------------------------------------------------------
@@ -93,11 +95,13 @@ def _read_zip(path):
                 if size != nbytes:
                     raise _Corrupt(f"has {size} bytes in {name}; its {numel} "
                                    f"{element.name} elements need {nbytes}")
-                with archive.open(name) as record:
-                    buffer = _read_exact(record, nbytes, name)
                 stored = element.stored if byteorder == "little" else \
                     element.stored.newbyteorder(">")
-                root.data = np.frombuffer(buffer, stored)
+                if info.compress_type == zipfile.ZIP_STORED and numel > 0:
+                    root.data = _mapped(path, _record_offset(path, info, name), stored, numel)
+                else:
+                    with archive.open(name) as record:
+                        root.data = np.frombuffer(_read_exact(record, nbytes, name), stored)
             return _Storage(root=root, start=0, numel=numel)
 
         pickled = io.BytesIO(archive.read(pickles[0]))
@@ -151,10 +155,32 @@ def _read_legacy(path, file):
         if nbytes > remaining:
             raise _Corrupt(f"is truncated: storage {key!r} needs {nbytes} bytes, "
                            f"{max(remaining, 0)} are left")
-        root.data = np.frombuffer(_read_exact(file, nbytes, f"storage {key!r}"),
-                                  root.element.stored)
+        if count > 0:
+            root.data = _mapped(path, file.tell(), root.element.stored, count)
+            file.seek(nbytes, os.SEEK_CUR)
+        else:
+            root.data = np.zeros(0, root.element.stored)
         remaining -= nbytes
     return state, roots
+
+
+def _record_offset(path, info, name):
+    """Where the bytes of an uncompressed zip record start: after its local header, whose
+    name and extra field may differ in length from the central directory's."""
+    with open(path, "rb") as file:
+        file.seek(info.header_offset)
+        header = file.read(_ZIP_LOCAL_HEADER.size)
+    if len(header) != _ZIP_LOCAL_HEADER.size or header[:4] != _ZIP_SIGNATURE:
+        raise _Corrupt(f"has no local header for {name} at byte {info.header_offset}")
+    name_length, extra_length = _ZIP_LOCAL_HEADER.unpack(header)[-2:]
+    return info.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+
+
+def _mapped(path, offset, dtype, numel):
+    """`numel` elements of `dtype` at byte `offset` of the file, memory-mapped read-only:
+    the pages are the file's, so the weights are not copied into the process's own memory
+    until their consumer copies them (one tensor at a time, `load_efml_weights`)."""
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(numel,))
 
 
 # --- tensors out of storages -----------------------------------------------------------------
@@ -167,20 +193,27 @@ def _materialize(ref):
     if root.uses == 0:
         root.data = None  # the last tensor of this storage: let its buffer go with it
     if 0 in ref.shape:
-        return np.zeros(ref.shape, element.returned)
+        return _read_only(np.zeros(ref.shape, element.returned))
     itemsize = data.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(
         data[start:], ref.shape, [s * itemsize for s in ref.strides], writeable=False)
     whole = (root.data is None and start == 0 and view.size == data.size
              and view.flags.c_contiguous and data.dtype == element.returned
-             and not ref.negate and data.flags.writeable)
-    if whole:  # the storage is this tensor alone, in order: hand its buffer over
-        return data.reshape(ref.shape)
+             and not ref.negate)
+    if whole:  # the storage is this tensor alone, in order: hand its (mapped) buffer over
+        return _read_only(np.asarray(data).reshape(ref.shape))
     array = np.array(view, dtype=data.dtype.newbyteorder("="), order="C")
     if element.name == "BFloat16Storage":
         array = (array.astype(np.uint32) << 16).view(np.float32)
     if ref.negate:
         np.negative(array, out=array)
+    return _read_only(array)
+
+
+def _read_only(array):
+    """Every array read is read-only, the mapped ones (views of the file) and the copied
+    ones alike: one contract."""
+    array.flags.writeable = False
     return array
 
 
@@ -213,9 +246,12 @@ def read_torch_state_dict(path):
         path: the file (`str` or path-like).
 
     Returns:
-        dict: name -> `numpy.ndarray`, in the order stored; each array has the tensor's shape
-        (`()` for a 0-d tensor), C order, native byte order and its own memory (views and
-        tensors sharing a storage are copied out); dtypes as stored, bfloat16 as float32.
+        dict: name -> read-only `numpy.ndarray`, in the order stored; each array has the
+        tensor's shape (`()` for a 0-d tensor), C order and native byte order; dtypes as
+        stored, bfloat16 as float32. A tensor that is its whole storage, in order, in an
+        uncompressed record, is memory-mapped from the file (its pages are the file's, not
+        the process's anonymous memory: a model is copied once, into its variables); views,
+        tensors sharing a storage and converted ones are copied out.
 
     Raises:
         FileNotFoundError: no such file.

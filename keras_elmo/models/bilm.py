@@ -190,7 +190,7 @@ class BiLM(keras.Model):
         model = efml_weights.read_efml_model(directory)
         bilm = cls(efml_weights.efml_options(model), zero_init=True,
                    vocabulary=efml_weights.efml_vocabulary(model), **kwargs)
-        efml_weights.load_efml_weights(bilm, model, release=True)
+        efml_weights.load_efml_weights(bilm, model)
         return bilm
 
     @property
