@@ -115,9 +115,9 @@ def parse_args(argv):
     parser.add_argument("--ours-command", default=None, metavar="CMD",
                         help="our command (default: the keras-elmo script beside this Python)")
     parser.add_argument("--ours-args", default="", help="extra arguments of keras-elmo embed")
-    parser.add_argument("--check-sentences", type=int, default=64,
-                        help="lines the peer also embeds in one batch to compare outputs "
-                             "(64, at most --batch-size; 0: no check)")
+    parser.add_argument("--check-sentences", type=int, default=32,
+                        help="first lines the peer also embeds in one batch to compare "
+                             "outputs (32, at most --batch-size; 0: no check)")
     parser.add_argument("--atol", type=float, default=1e-4,
                         help="largest |ours - EFML| counted as agreeing (1e-4)")
     parser.add_argument("--keep", action="store_true", help="keep the text and outputs")
@@ -246,6 +246,18 @@ def check_outputs(name, files, lines, args, peer_env, work):
            "start from the state the one before left)")
 
 
+def time_split(label, seconds, last_line):
+    """The whole command's `seconds` split by the parts its own last line times."""
+    if label == "keras-elmo":
+        found = _OURS_EMBED_SECONDS.search(last_line)
+        return (f"embedding {found[1]} s (its closing line) + start-up, model load and "
+                f"writing {seconds - float(found[1]):.1f} s") if found else "(not split)"
+    found = _PEER_SECONDS.search(last_line)
+    return (f"model load {found[1]} s + embedding {found[2]} s (its SUMMARY line) + start-up "
+            f"and saving {seconds - float(found[1]) - float(found[2]):.1f} s"
+            ) if found else "(not split)"
+
+
 def run_class(name, args, lines, tokens, commands, work):
     """The interleaved rounds of one CPU class; prints its runs and summary."""
     base = {k: v for k, v in STARTING_ENVIRONMENT.items() if k not in _CLASS_VARIABLES}
@@ -265,13 +277,14 @@ def run_class(name, args, lines, tokens, commands, work):
             load_before = os.getloadavg()[0]
             seconds, peak, cpu, output = run_measured(commands[label](out), envs[label])
             load_after = os.getloadavg()[0]
-            last = [line for line in output.splitlines() if line.strip()][-1:]
-            runs[label].append((seconds, peak, cpu, last[0] if last else ""))
+            last = ([line for line in output.splitlines() if line.strip()] or [""])[-1]
+            runs[label].append((seconds, peak, cpu, last))
             report(f"run {name} {label} round {round_index + 1}",
                    f"{seconds:.1f} s, {tokens / seconds:,.1f} tokens/s, "
                    f"{peak_text(peak.get('anon', 0.0), peak.get('rss', 0.0))}, "
                    f"{cpu:.1f} CPU s (load {load_before:.2f} -> {load_after:.2f})")
-            report("    its last line", last[0] if last else "(none)")
+            report("    its last line", last or "(none)")
+            report("    time", f"{seconds:.1f} s = {time_split(label, seconds, last)}")
             if label in files and not args.keep:
                 os.remove(files[label])
             files[label] = out
@@ -285,22 +298,9 @@ def run_class(name, args, lines, tokens, commands, work):
                           median_spread([c for _, _, c, _ in samples])[0])
         report(f"{name} {label}", f"{format_samples(rates, 'tokens/s')}, "
                                   f"{peak_text(anon, rss)} (largest of the runs)")
-        seconds = median_spread([s for s, _, _, _ in samples])[0]
-        if label == "keras-elmo":
-            embed = [float(m.group(1)) for m in map(_OURS_EMBED_SECONDS.search,
-                                                    (s[3] for s in samples)) if m]
-            split = (f" = embedding {median_spread(embed)[0]:.1f} s (its closing line) + "
-                     f"start-up, model load and the rest {seconds - median_spread(embed)[0]:.1f}"
-                     " s") if embed else ""
-        else:
-            found = [m for m in map(_PEER_SECONDS.search, (s[3] for s in samples)) if m]
-            split = ""
-            if found:
-                load, embed = (median_spread([float(m.group(g)) for m in found])[0]
-                               for g in (1, 2))
-                split = (f" = model load {load:.1f} s + embedding {embed:.1f} s (its SUMMARY "
-                         f"line) + start-up and the rest {seconds - load - embed:.1f} s")
-        report(f"{name} {label} time, medians", f"whole command {seconds:.1f} s{split}")
+        seconds, _, _, last = sorted(samples, key=lambda run: run[0])[len(samples) // 2]
+        report(f"{name} {label} time, the median run",
+               f"whole command {seconds:.1f} s = {time_split(label, seconds, last)}")
     if "efml" in medians:
         ours, peer = medians["keras-elmo"], medians["efml"]
         ratio = ours[0] / peer[0]
