@@ -24,6 +24,7 @@ import os
 import tensorflow as tf
 
 from keras_elmo.process.atomic_file import atomic_copy
+from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.training.config import TrainingConfig
 from keras_elmo.training.divergence import non_finite_variables
@@ -74,10 +75,11 @@ class ModelDir:
         """Creates the directory, writes options.json and copies the vocabulary."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"model directory {self.path} exists and is not a directory.")
-        os.makedirs(self.checkpoint_dir, exist_ok=True)
-        os.makedirs(self.logs_dir, exist_ok=True)
+        with storage_guard(self.path, "the model directory"):
+            os.makedirs(self.checkpoint_dir, exist_ok=True)
+            os.makedirs(self.logs_dir, exist_ok=True)
         if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
-            atomic_copy(vocab_path, self.vocab_path)
+            atomic_copy(vocab_path, self.vocab_path, what="the vocabulary")
         config.save(self.options_path)
 
     def latest_checkpoint(self):
