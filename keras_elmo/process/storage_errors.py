@@ -173,17 +173,31 @@ def free_bytes(path):
     >>> free_bytes("/") > 0
     True
     """
-    path = os.path.abspath(os.fspath(path))
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    try:
-        stats = os.statvfs(path)
-    except AttributeError:  # no statvfs (Windows)
-        return shutil.disk_usage(path).free
-    except OSError:
+    if not hasattr(os, "statvfs"):  # Windows
+        return shutil.disk_usage(_existing(path)).free
+    stats = _filesystem(path)
+    if stats is None:
         return 0
     blocks = stats.f_bfree if hasattr(os, "geteuid") and os.geteuid() == 0 else stats.f_bavail
     return blocks * stats.f_frsize
+
+
+def _existing(path):
+    """`path`, or its nearest parent that exists."""
+    path = os.path.abspath(os.fspath(path))
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _filesystem(path):
+    """`os.statvfs` of the filesystem `path` is (or will be) on; None without statvfs."""
+    if not hasattr(os, "statvfs"):  # Windows
+        return None
+    try:
+        return os.statvfs(_existing(path))
+    except OSError:
+        return None
 
 
 def format_bytes(count, up=False):
@@ -210,13 +224,18 @@ def check_free_space(path, needed, what, intact=None, then=None):
         the bytes free.
 
     Raises:
-        StorageError: `ENOSPC`, saying how much is needed and how much is free.
+        StorageError: `EROFS` on a filesystem mounted read-only; `ENOSPC`, saying how much
+            is needed and how much is free.
 
     Example:
     >>> check_free_space("out/elmo.hdf5", 10 * 2**30, "the ELMo vectors")  # doctest: +SKIP
     Traceback (most recent call last):
     StorageError: cannot write the ELMo vectors (out/elmo.hdf5): no space left on device (needs at least 10 GB, 2.1 GB free); nothing was written; free 7.9 GB or more there and run the same command again.
     """
+    stats = _filesystem(path)
+    if stats is not None and stats.f_flag & getattr(os, "ST_RDONLY", 1):
+        raise StorageError(errno.EROFS, path, what, intact=intact or "nothing was written",
+                           then=then)
     free = free_bytes(path)
     if needed > free:
         raise StorageError(errno.ENOSPC, path, what, intact=intact or "nothing was written",
