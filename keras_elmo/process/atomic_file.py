@@ -150,10 +150,10 @@ def atomic_path(path, what="the file", needed=None):
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    intact = _intact(path, "file")
-    with storage_guard(path, what, intact=intact, needed=needed):
-        if needed is not None:
-            check_free_space(path, needed, what, intact=intact)
+    if needed is not None:
+        check_free_space(path, needed, what, intact=_intact(path, "nothing was written"))
+    with storage_guard(path, what, intact=_intact(path, "no partial file was left"),
+                       needed=needed):
         remove_stale_temporaries(path)
         fd, tmp_path = tempfile.mkstemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX,
                                         dir=directory)
@@ -168,10 +168,11 @@ def atomic_path(path, what="the file", needed=None):
             raise
 
 
-def _intact(path, kind):
-    """What a failed write of `path` leaves: no part of it, and the earlier version."""
+def _intact(path, done):
+    """What a failed write of `path` leaves: `done` (no part of it), and the earlier
+    version if there is one."""
     before = f"; {path} as it was before is untouched" if os.path.exists(path) else ""
-    return f"no partial {kind} was left{before}"
+    return f"{done}{before}"
 
 
 @contextlib.contextmanager
@@ -229,10 +230,10 @@ def atomic_directory(path, replace=False, what="the directory", needed=None):
     if os.path.isdir(path) and os.listdir(path) and not replace:
         raise ValueError(f"{path} already exists and is not empty; expected a new path.")
     parent = os.path.dirname(os.path.abspath(path))
-    intact = _intact(path, "directory")
-    with storage_guard(path, what, intact=intact, needed=needed):
-        if needed is not None:
-            check_free_space(path, needed, what, intact=intact)
+    if needed is not None:
+        check_free_space(path, needed, what, intact=_intact(path, "nothing was written"))
+    with storage_guard(path, what, intact=_intact(path, "no partial directory was left"),
+                       needed=needed):
         created = _make_directories(parent)
         try:
             remove_stale_temporaries(path)
