@@ -190,19 +190,21 @@ def _periodic_evaluation(stack, trainer, heldout, vocab, config, max_sentences):
     import tempfile
 
     from keras_elmo.evaluation.perplexity import evaluate
+    from keras_elmo.process.storage_errors import storage_guard
     from keras_elmo.text.text_files import read_text_lines
 
     files = heldout
     if max_sentences:
-        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-eval-"))
-        subset = os.path.join(directory, "heldout_subset.txt")
-        kept = 0
-        with open(subset, "w", encoding="utf-8") as out:
-            for path in heldout:
-                for _, line in read_text_lines(path):
-                    if kept < max_sentences and line.split():
-                        out.write(line + "\n")
-                        kept += 1
+        with storage_guard(tempfile.gettempdir(), "the held-out subset (a scratch file)"):
+            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-eval-"))
+            subset = os.path.join(directory, "heldout_subset.txt")
+            kept = 0
+            with open(subset, "w", encoding="utf-8") as out:
+                for path in heldout:
+                    for _, line in read_text_lines(path):
+                        if kept < max_sentences and line.split():
+                            out.write(line + "\n")
+                            kept += 1
         files = [subset]
     return lambda: evaluate(trainer.model, files, vocab, config)
 

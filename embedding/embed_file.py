@@ -191,7 +191,9 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
             output_file = stack.enter_context(atomic_hdf5(output_path, what="the ELMo vectors",
                                                           needed=needed))
             out = output_file.file
-            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
+            with storage_guard(tempfile.gettempdir(), "the scratch folder of the sentence index"):
+                scratch = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
             keep_index = keep_sentence_index and not use_sentence_keys
             index = _SentenceIndex(scratch) if keep_index else None
             if index is not None:

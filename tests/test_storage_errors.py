@@ -146,6 +146,17 @@ def test_check_free_space_refuses_before_writing(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_read_only_filesystem_is_told_before_its_free_space(tmp_path, monkeypatch):
+    stats = os.statvfs(tmp_path)
+    read_only = type("Stats", (), {name: getattr(stats, name) for name in dir(stats)
+                                   if name.startswith("f_")})()
+    read_only.f_flag = stats.f_flag | os.ST_RDONLY
+    monkeypatch.setattr(storage_errors, "_filesystem", lambda path: read_only)
+    with pytest.raises(StorageError, match=r"\(.*x.txt\): read-only file system; nothing was "
+                                           r"written; make that filesystem writable"):
+        check_free_space(tmp_path / "x.txt", 1, "the file")
+
+
 def test_free_bytes_of_a_path_not_made_yet_is_its_parent_s():
     assert storage_errors.free_bytes("/tmp/keras-elmo-no-such/deeper/x") == \
         storage_errors.free_bytes("/tmp")

@@ -12,14 +12,15 @@ intact and what to do, e.g.
 
     cannot write checkpoint ckpt-20 (runs/pd/checkpoints): no space left on device (needs
     at least 66 MB, 25 MB free); the last complete checkpoint is ckpt-10 (step 10); free
-    41 MB or more and run the same command to go on.
+    41 MB or more there and run the same command to go on.
 
 Guards nest: an inner one (the file's writer) names the file; an outer one (the command)
 adds what it knows is intact and how to go on. The free space in the line is measured when
-the line is made, after the failed write's temporaries are gone. `check_free_space` refuses a write whose
-size is known before any of it is spent. The command line prints a `StorageError` as its
-line and exits with `StorageError.exit_code` (75, `EX_TEMPFAIL`: run it again once the cause
-is fixed).
+the line is made, after the failed write's temporaries are gone. `check_free_space`
+refuses a write whose size is known before any of it is spent (and any write on a
+filesystem mounted read-only). The command line prints a `StorageError` as its line and
+exits with `StorageError.exit_code` (75, `EX_TEMPFAIL`: run it again once the cause is
+fixed).
 
 Imports only the standard library (the command line uses it before TensorFlow).
 
@@ -102,8 +103,9 @@ class StorageError(OSError):
             return "free space within your quota (or have it raised)"
         if self.errno == errno.EROFS:
             return "make that filesystem writable (or write elsewhere)"
-        return (f"allow writing in {os.path.dirname(os.path.abspath(self.path))} "
-                "(or write elsewhere)")
+        folder = self.path if os.path.isdir(self.path) else os.path.dirname(
+            os.path.abspath(self.path))
+        return f"allow writing in {folder} (or write elsewhere)"
 
     def completed(self, intact=None, needed=None, then=None):
         """This error with what an outer writer knows: `intact` joined to this one's,
