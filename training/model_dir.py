@@ -72,7 +72,8 @@ class ModelDir:
         return TrainingConfig.from_file(self.options_path)
 
     def prepare(self, config, vocab_path):
-        """Creates the directory, writes options.json and copies the vocabulary."""
+        """Creates the directory, writes options.json (unless it holds `config` already)
+        and copies the vocabulary."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"model directory {self.path} exists and is not a directory.")
         with storage_guard(self.path, "the model directory"):
@@ -80,7 +81,8 @@ class ModelDir:
             os.makedirs(self.logs_dir, exist_ok=True)
         if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
             atomic_copy(vocab_path, self.vocab_path, what="the vocabulary")
-        config.save(self.options_path)
+        if not (self.has_run() and self.load_config() == config):  # a resume writes nothing
+            config.save(self.options_path)
 
     def latest_checkpoint(self):
         """Path prefix of the newest complete checkpoint, or None.
