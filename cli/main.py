@@ -4,7 +4,12 @@ Every subcommand lives in its own module `cli/<name>.py`, which defines
 `add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (checks its
 arguments, then imports TensorFlow through `keras_elmo.process.tensorflow_import.import_tensorflow` if it
 needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
-line on stderr and exit code 2, never a traceback.
+line on stderr and exit code 2, never a traceback. An error that says how to go on once its
+cause is fixed carries its own exit code: a storage fault (`StorageError`: full disk, quota,
+read-only, permission; `keras_elmo.process.storage_errors`) and a lost worker of a
+multi-worker run (`WorkerLostError`) exit 75 (`EX_TEMPFAIL`), with nothing half-written left.
+A storage fault that no writer named (TensorFlow's or HDF5's own error) is one line and 75
+too.
 
 Options may come before, between or after the positionals of every subcommand
 (`keras-elmo embed MODEL --top IN OUT` is `keras-elmo embed --top MODEL IN OUT`): each
@@ -20,10 +25,12 @@ Example:
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
 
+from keras_elmo.process.storage_errors import StorageError, storage_errno
 from keras_elmo.process.tensorflow_import import set_start_defaults
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo): its CPU
@@ -150,7 +157,15 @@ def main(argv=None):
         return int(args.run(args) or 0)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return getattr(error, "exit_code", 2)
+    except Exception as error:  # noqa: BLE001 - only storage faults, the rest re-raised
+        code = storage_errno(error)
+        if code is None:
+            raise
+        first = next((line for line in str(error).splitlines() if line.strip()), "")
+        print(f"keras-elmo {args.command}: error: {os.strerror(code).lower()} "
+              f"({type(error).__name__}: {first.strip()[:300]})", file=sys.stderr)
+        return StorageError.exit_code
     except KeyboardInterrupt as interrupt:
         by_sigterm = str(interrupt) == "SIGTERM"
         print(f"keras-elmo {args.command}: interrupted{' (SIGTERM)' if by_sigterm else ''}",

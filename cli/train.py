@@ -100,21 +100,36 @@ def run(args):
     from keras_elmo.training import distribute
 
     strategy = distribute.make_strategy()  # before any other TF op (multi-worker needs it)
-    if not distribute.is_chief(strategy):  # the chief holds the directory's lock
-        return _train(args, strategy)
-    from keras_elmo.training.run_lock import RunLock
+    with _storage_faults(args.model_dir):
+        if not distribute.is_chief(strategy):  # the chief holds the directory's lock
+            return _train(args, strategy)
+        from keras_elmo.training.run_lock import RunLock
 
-    created = not os.path.exists(args.model_dir)
-    lock = RunLock(args.model_dir).acquire()  # one run per MODEL_DIR; before any write
-    try:
-        return _train(args, strategy)
-    except BaseException:
-        if created:  # a refused new run leaves nothing behind
+        created = not os.path.exists(args.model_dir)
+        lock = RunLock(args.model_dir).acquire()  # one run per MODEL_DIR; before any write
+        try:
+            return _train(args, strategy)
+        except BaseException:
+            if created:  # a refused new run leaves nothing behind
+                lock.release()
+                _remove_if_only_lock(args.model_dir)
+            raise
+        finally:
             lock.release()
-            _remove_if_only_lock(args.model_dir)
-        raise
-    finally:
-        lock.release()
+
+
+def _storage_faults(model_dir):
+    """A storage fault of the run (lock, options, checkpoint, logs, weights.hdf5) as one
+    line that also names the last complete checkpoint and says the same command goes on
+    from it (`StorageError`; the command line exits 75)."""
+    from keras_elmo.process.storage_errors import storage_guard
+    from keras_elmo.training.checkpoint_saving import kept_checkpoint
+    from keras_elmo.training.model_dir import ModelDir
+
+    checkpoints = ModelDir(model_dir).checkpoint_dir
+    return storage_guard(model_dir, "the model directory",
+                         intact=lambda: kept_checkpoint(checkpoints),
+                         then="run the same command to go on")
 
 
 def _train(args, strategy):
@@ -175,19 +190,21 @@ def _periodic_evaluation(stack, trainer, heldout, vocab, config, max_sentences):
     import tempfile
 
     from keras_elmo.evaluation.perplexity import evaluate
+    from keras_elmo.process.storage_errors import storage_guard
     from keras_elmo.text.text_files import read_text_lines
 
     files = heldout
     if max_sentences:
-        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-eval-"))
-        subset = os.path.join(directory, "heldout_subset.txt")
-        kept = 0
-        with open(subset, "w", encoding="utf-8") as out:
-            for path in heldout:
-                for _, line in read_text_lines(path):
-                    if kept < max_sentences and line.split():
-                        out.write(line + "\n")
-                        kept += 1
+        with storage_guard(tempfile.gettempdir(), "the held-out subset (a scratch file)"):
+            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-eval-"))
+            subset = os.path.join(directory, "heldout_subset.txt")
+            kept = 0
+            with open(subset, "w", encoding="utf-8") as out:
+                for path in heldout:
+                    for _, line in read_text_lines(path):
+                        if kept < max_sentences and line.split():
+                            out.write(line + "\n")
+                            kept += 1
         files = [subset]
     return lambda: evaluate(trainer.model, files, vocab, config)
 

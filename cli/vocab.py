@@ -30,6 +30,7 @@ def add_parser(subparsers):
 
 def run(args):
     """Builds and writes the vocabulary; returns the exit code."""
+    from keras_elmo.process.storage_errors import storage_guard
     from keras_elmo.training.corpus import expand_corpus
     from keras_elmo.training.vocabulary import token_counts, vocabulary_from_counts
 
@@ -44,7 +45,8 @@ def run(args):
                          "sentence per line); nothing written.")
     vocabulary = vocabulary_from_counts(counts, args.min_count, args.max_size)
     directory = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(directory, exist_ok=True)
+    with storage_guard(args.out, "the vocabulary"):  # a read-only parent: one line
+        os.makedirs(directory, exist_ok=True)
     vocabulary.save(args.out)
     total = sum(counts.values())
     by = "" if tokenizer == "whitespace" else f", tokenizer {tokenizer}"

@@ -31,6 +31,13 @@ Rules:
   an HDF5 name (empty, ".", or containing "/") is refused with its line number.
 - The output file is written under a temporary name and renamed when complete: a failed
   or interrupted run leaves no partial file (an existing file is replaced only on success).
+- Storage: before any work, the output's size is estimated from the corpus (its tokens,
+  counted as the words between ASCII whitespace, which no tokeniser makes fewer of, times
+  the layers asked for, plus each dataset's HDF5 header) and the run is refused when less
+  is free. A full disk, a quota or a read-only filesystem met while writing stops the run
+  after the batch being written: the biLM's worker thread is joined, the HDF5 file closed
+  and its temporary removed, and the error is one `StorageError` line
+  (`keras_elmo.process.atomic_hdf5`: HDF5 never sees the failed write, so it cannot crash).
   An interrupted run is restarted, not resumed: run the same command again; it starts
   from the first line, and its first atomic write removes the killed run's temporary
   (`keras_elmo.process.atomic_file`). (An HDF5 file cut off by `kill -9` cannot be trusted
@@ -70,15 +77,19 @@ import time
 import h5py
 import numpy as np
 
-from keras_elmo.process.atomic_file import atomic_path
+from keras_elmo.process.atomic_hdf5 import atomic_hdf5
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS, BiLMRunner
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
-from keras_elmo.embedding.inputs import check_paths, count_lines, read_lines, tokenized_lines
+from keras_elmo.embedding.inputs import (check_paths, count_lines_and_words, read_lines,
+                                         tokenized_lines)
 from keras_elmo.process.progress import Progress
+from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.text.tokenizers import check_tokenizer
 
 OUTPUTS = ("all", "top", "mixed")
 SENTENCE_INDEX = "sentence_to_index"
+#: Bytes of HDF5 header and link per dataset, at least (h5py's default layout takes more).
+DATASET_OVERHEAD_BYTES = 256
 
 
 def sentence_mix(num_layers, mix_file=None):
@@ -97,21 +108,29 @@ def mix_sentence(mix, layers):
 
 
 class _SentenceIndex:
-    """text -> key on disk (SQLite), the last occurrence winning; JSON at the end."""
+    """text -> key on disk (SQLite, in the temporary folder), the last occurrence winning;
+    JSON at the end. A full temporary folder is a `StorageError` naming it."""
 
     def __init__(self, directory):
-        self.connection = sqlite3.connect(os.path.join(directory, "sentence_index.sqlite"))
-        self.connection.execute("CREATE TABLE keys (text TEXT PRIMARY KEY, key INTEGER)")
+        self.path = os.path.join(directory, "sentence_index.sqlite")
+        with self._guard():
+            self.connection = sqlite3.connect(self.path)
+            self.connection.execute("CREATE TABLE keys (text TEXT PRIMARY KEY, key INTEGER)")
+
+    def _guard(self):
+        return storage_guard(self.path, "the sentence index (a scratch file)")
 
     def add(self, pairs):
-        self.connection.executemany("INSERT OR REPLACE INTO keys VALUES (?, ?)", pairs)
+        with self._guard():
+            self.connection.executemany("INSERT OR REPLACE INTO keys VALUES (?, ?)", pairs)
 
     def __len__(self):
         return self.connection.execute("SELECT COUNT(*) FROM keys").fetchone()[0]
 
     def json(self):
-        rows = self.connection.execute("SELECT text, key FROM keys ORDER BY key")
-        parts = (f"{json.dumps(text, ensure_ascii=False)}: \"{key}\"" for text, key in rows)
+        with self._guard():
+            rows = self.connection.execute("SELECT text, key FROM keys ORDER BY key")
+            parts = [f"{json.dumps(text, ensure_ascii=False)}: \"{key}\"" for text, key in rows]
         return "{" + ", ".join(parts) + "}"
 
     def close(self):
@@ -158,23 +177,32 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
     runner = BiLMRunner(bilm, token_cache=token_cache, batch_size=batch_size,
                         max_length=max_length, max_tokens=max_tokens)
     mix = sentence_mix(runner.num_output_layers, mix_file) if output == "mixed" else None
+    lines, words = count_lines_and_words(input_path)
     if not isinstance(progress, Progress):
-        progress = Progress(count_lines(input_path), label="embed", enabled=bool(progress))
+        progress = Progress(lines, label="embed", enabled=bool(progress))
+    needed = output_bytes(words, lines, runner.num_output_layers if output == "all" else 1,
+                          runner.output_dim)
     start = time.perf_counter()
     stats = {"sentences": 0, "tokens": 0, "empty_lines": 0}
     try:
+        # Left in reverse order: the biLM's thread joined, the index closed, then the HDF5
+        # file closed and renamed (or, after an error, removed).
         with contextlib.ExitStack() as stack:
-            tmp_path = stack.enter_context(atomic_path(output_path))
-            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
+            output_file = stack.enter_context(atomic_hdf5(output_path, what="the ELMo vectors",
+                                                          needed=needed))
+            out = output_file.file
+            with storage_guard(tempfile.gettempdir(), "the scratch folder of the sentence index"):
+                scratch = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="keras-elmo-embed-"))
             keep_index = keep_sentence_index and not use_sentence_keys
             index = _SentenceIndex(scratch) if keep_index else None
             if index is not None:
                 stack.callback(index.close)
-            out = stack.enter_context(h5py.File(tmp_path, "w"))
             texts = {}
             keyed = ((key, _remember(texts, key, text, tokens)) for key, text, tokens
                      in tokenized_lines(read_lines(input_path), tokenizer))
-            for keys, sentences, layers in runner.iter_batches(keyed):
+            batches = stack.enter_context(contextlib.closing(runner.iter_batches(keyed)))
+            for keys, sentences, layers in batches:
                 for row, (key, tokens) in enumerate(zip(keys, sentences)):
                     vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
                     if output == "mixed":
@@ -193,6 +221,7 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                     del texts[key]
                 stats["sentences"] += len(keys)
                 progress.update(sentences=len(keys), tokens=sum(map(len, sentences)))
+                output_file.check()  # a full disk stops the run here, not at the end
             if index is not None:
                 stats["distinct_sentences"] = len(index)
                 dataset = out.create_dataset(SENTENCE_INDEX, (1,),
@@ -207,6 +236,18 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
     stats["shape"] = ((runner.num_output_layers, "n", dim) if output == "all" else ("n", dim))
     stats["peak_memory_mib"] = peak_memory_mib()
     return stats
+
+
+def output_bytes(tokens, sentences, layers, dim):
+    """Bytes of an embedding file, at least: `tokens` vectors of `layers x dim` float32 and
+    one dataset per sentence (`sentence_to_index` left out).
+
+    Example:
+    >>> output_bytes(tokens=1000, sentences=100, layers=3, dim=1024)
+    12313600
+    """
+    return tokens * layers * dim * np.dtype(np.float32).itemsize + \
+        sentences * DATASET_OVERHEAD_BYTES
 
 
 def peak_memory_mib():

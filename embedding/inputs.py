@@ -18,14 +18,25 @@ from keras_elmo.text.tokenizers import tokenize
 from keras_elmo.validation import check_int
 
 
-def count_lines(path):
-    """Number of lines of a file (a last line without a newline counts), streaming."""
-    count, last = 0, b"\n"
+def count_lines_and_words(path):
+    """`(lines, words)` of a file, streaming: a last line without a newline counts; words
+    are what ASCII whitespace separates, which every tokeniser splits at least as finely
+    (`keras_elmo.text.tokenizers`): never more than the tokens the file will give.
+
+    Example:
+    >>> count_lines_and_words("sentences.txt")  # doctest: +SKIP
+    (2, 9)
+    """
+    lines = words = 0
+    rest = b""
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
+            block = rest + block
+            end = block.rfind(b"\n") + 1  # whole lines only: no word counted twice
+            lines += block.count(b"\n", 0, end)
+            words += len(block[:end].split())
+            rest = block[end:]
+    return lines + bool(rest), words + len(rest.split())
 
 
 def read_lines(path):

@@ -19,6 +19,7 @@ import math
 import os
 
 from keras_elmo.formats.json_fields import read_json
+from keras_elmo.process.atomic_file import atomic_writer
 from keras_elmo.layers.scalar_mix import ScalarMix
 
 
@@ -51,7 +52,7 @@ def save_mix_weights(mix, path):
     if not getattr(mix, "built", False):
         raise ValueError("save_mix_weights needs a built ScalarMix (call it once, or build "
                          "the ElmoLayer that owns it).")
-    with open(os.fspath(path), "w", encoding="utf-8") as f:
+    with atomic_writer(path, what="the mix weights") as f:
         json.dump(mix_to_dict(mix), f, indent=2)
         f.write("\n")
 

@@ -8,7 +8,9 @@ The SavedModel holds the biLM's weights, the scalar mix and the `tokens`, `defau
 
 The directory appears atomically: it is written under a temporary name beside the target
 and renamed into place, so TF Serving, which watches the version folders of its base path,
-never sees a half-written version.
+never sees a half-written version. Less free space than the weights take is refused before
+anything is traced or written; a storage fault (full, quota, read-only, permission) removes
+the partial export and is one `StorageError` line (`keras_elmo.process.atomic_file`).
 
 Example:
 >>> export_model_dir("runs/small", "serving/elmo", version=1)  # doctest: +SKIP
@@ -62,11 +64,15 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
     Raises:
         ValueError: a model of another type, a stateful biLM, or `path` exists and is not
             empty while `overwrite` is False.
+        StorageError: less free space than the weights take, or a storage fault while
+            writing (nothing of the export is left; an earlier `path` is untouched).
     """
     module = _as_module(model, scalar_mix, max_length, trainable_bilm)
     path = os.fspath(path)
     _check_target(path, overwrite)
-    with atomic_directory(path, replace=True) as staging:
+    weights = sum(tf.TensorShape(v.shape).num_elements() * tf.as_dtype(v.dtype).size
+                  for v in module.variables)
+    with atomic_directory(path, replace=True, what="the SavedModel", needed=weights) as staging:
         tf.saved_model.save(module, staging, signatures=module.signatures())
         _write_metadata(module, os.path.join(staging, "assets.extra"))
     return path

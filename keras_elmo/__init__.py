@@ -36,6 +36,7 @@ _PUBLIC = {
     "LSTMProjectionCell": "keras_elmo.layers.lstm_projection_cell",
     "ResidualBiLSTM": "keras_elmo.layers.residual_bilstm",
     "ScalarMix": "keras_elmo.layers.scalar_mix",
+    "StorageError": "keras_elmo.process.storage_errors",
     "TokenEmbeddingCache": "keras_elmo.embedding.token_cache",
     "TokenVocabulary": "keras_elmo.text.token_vocabulary",
     "WordEmbedding": "keras_elmo.layers.word_embedding",

@@ -252,7 +252,7 @@ class TrainingConfig:
         """Writes options.json atomically (a killed run never leaves half a file)."""
         from keras_elmo.process.atomic_file import atomic_writer
 
-        with atomic_writer(os.fspath(path)) as handle:
+        with atomic_writer(os.fspath(path), what="the training options") as handle:
             json.dump(self.to_dict(), handle, indent=2, ensure_ascii=False)
             handle.write("\n")
 

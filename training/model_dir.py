@@ -24,6 +24,7 @@ import os
 import tensorflow as tf
 
 from keras_elmo.process.atomic_file import atomic_copy
+from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.formats.model_files import (CHAR_DIC_FILE, OPTIONS_FILE, VOCAB_FILE,
                                             WEIGHTS_FILE, WORD_DIC_FILE, ModelFiles)
 from keras_elmo.training.config import TrainingConfig
@@ -72,19 +73,23 @@ class ModelDir:
         return TrainingConfig.from_file(self.options_path)
 
     def prepare(self, config, vocab_path):
-        """Creates the directory, writes options.json and copies the vocabulary."""
+        """Creates the directory, writes options.json (unless it holds `config` already)
+        and copies the vocabulary."""
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"model directory {self.path} exists and is not a directory.")
-        os.makedirs(self.checkpoint_dir, exist_ok=True)
-        os.makedirs(self.logs_dir, exist_ok=True)
+        with storage_guard(self.path, "the model directory"):
+            os.makedirs(self.checkpoint_dir, exist_ok=True)
+            os.makedirs(self.logs_dir, exist_ok=True)
         if os.path.abspath(vocab_path) != os.path.abspath(self.vocab_path):
-            atomic_copy(vocab_path, self.vocab_path)
+            atomic_copy(vocab_path, self.vocab_path, what="the vocabulary")
         if config.options.char_vocabulary:  # the input side's vocabulary, kept from the source
             names = [CHAR_DIC_FILE] + ([WORD_DIC_FILE] if config.options.has_word_embedding
                                        else [])
             for name in names:
-                atomic_copy(os.path.join(config.init_from, name), os.path.join(self.path, name))
-        config.save(self.options_path)
+                atomic_copy(os.path.join(config.init_from, name), os.path.join(self.path, name),
+                            what=f"the model's {name}")
+        if not (self.has_run() and self.load_config() == config):  # a resume writes nothing
+            config.save(self.options_path)
 
     def token_vocabulary(self, options):
         """The run's `TokenVocabulary` (its char.dic and word.dic) for a vocabulary model's

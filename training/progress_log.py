@@ -14,6 +14,8 @@ perplexity` gives the exact full-softmax figure. `tokens` count every sentence p
 reached first and the time left to it. `heldout(step, result)` writes a held-out perplexity
 line and the scalars `heldout_forward_perplexity`, `heldout_backward_perplexity`,
 `heldout_perplexity`.
+A storage fault of the TensorBoard file (full, quota, read-only) stops the run as any write
+does: one `StorageError` line naming the logs folder.
 
 Example:
 >>> log = ProgressLog(log_every=100, logs_dir=None)
@@ -26,6 +28,7 @@ import sys
 import time
 
 from keras_elmo.process.progress import format_clock
+from keras_elmo.process.storage_errors import storage_guard
 
 
 class ProgressLog:
@@ -42,10 +45,12 @@ class ProgressLog:
         self.log_every = max(1, int(log_every))
         self.stream = stream or sys.stdout
         self.writer = None
+        self.logs_dir = logs_dir
         if logs_dir:
             import tensorflow as tf
 
-            self.writer = tf.summary.create_file_writer(logs_dir)
+            with self._guard():
+                self.writer = tf.summary.create_file_writer(logs_dir)
         self.start = time.monotonic()
         self.plan = plan
         self.epoch, self.epoch_tokens, self.run_tokens = None, 0, 0
@@ -124,16 +129,20 @@ class ProgressLog:
             return
         import tensorflow as tf
 
-        with self.writer.as_default(step=step):
+        with self._guard(), self.writer.as_default(step=step):
             for name, value in figures.items():
                 # = tf.summary.scalar, which needs the tensorboard package
                 tf.summary.write(name, tf.constant(value, tf.float32),
                                  metadata=_scalar_metadata())
-        self.writer.flush()
+            self.writer.flush()
 
     def close(self):
         if self.writer is not None:
-            self.writer.close()
+            with self._guard():
+                self.writer.close()
+
+    def _guard(self):
+        return storage_guard(self.logs_dir, "the TensorBoard logs")
 
 
 def _scalar_metadata():

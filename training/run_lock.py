@@ -23,6 +23,8 @@ import os
 import socket
 import time
 
+from keras_elmo.process.storage_errors import storage_guard
+
 #: The lock file inside a model directory.
 LOCK_FILE = ".train.lock"
 
@@ -44,9 +46,11 @@ class RunLock:
         self._fd = None
 
     def acquire(self):
-        """Takes the lock or raises `RunLockedError` naming the holder (pid, host)."""
-        os.makedirs(self.model_dir, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Takes the lock or raises `RunLockedError` naming the holder (pid, host)
+        (`StorageError` when the directory cannot be written: read-only, no permission)."""
+        with storage_guard(self.path, "the run lock of the model directory"):
+            os.makedirs(self.model_dir, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -60,8 +64,13 @@ class RunLock:
             raise
         record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                              "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (record + "\n").encode("utf-8"), 0)
+        try:
+            with storage_guard(self.path, "the run lock of the model directory"):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (record + "\n").encode("utf-8"), 0)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         return self
 

@@ -11,6 +11,11 @@ No checkpoint is written from non-finite weights: `save` checks them first and r
 `TrainingDivergedError`, completed with which checkpoint is kept and what to do
 (`diverged`), so the newest checkpoint is always the last finite one.
 
+Storage: a save checks the free space first and a storage fault during it leaves no part
+of the new checkpoint (`keras_elmo.training.checkpoint_saving`); what a killed save left is
+removed when the next run starts. `check_space` refuses a run that has no room for its
+next checkpoint before it trains a step.
+
 Example:
 >>> state = RunState(model, optimizer, model_dir, strategy, keep=3)
 >>> state.restore_latest()      # None on a new run
@@ -25,6 +30,8 @@ import shutil
 import tensorflow as tf
 
 from keras_elmo.training import distribute
+from keras_elmo.training.checkpoint_saving import (CHECKPOINT_NAME, check_space,
+                                                   remove_incomplete, save_checkpoint)
 from keras_elmo.training.divergence import TrainingDivergedError, check_weights
 from keras_elmo.training.model_dir import make_checkpoint, restore
 
@@ -51,8 +58,11 @@ class RunState:
                                           batches_in_epoch=self.batches_in_epoch)
         self.chief = distribute.is_chief(strategy)
         self.save_dir = distribute.worker_checkpoint_dir(model_dir.checkpoint_dir, strategy)
+        remove_incomplete(self.save_dir)  # a killed run's partial save (under the run lock)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.save_dir,
-                                                  max_to_keep=keep, checkpoint_name="ckpt")
+                                                  max_to_keep=keep,
+                                                  checkpoint_name=CHECKPOINT_NAME)
+        self.strategy = strategy
 
     def restore_latest(self):
         """Restores the newest checkpoint of the model directory; returns its path or None."""
@@ -71,7 +81,18 @@ class RunState:
             check_weights(int(self.step.numpy()), self.model.variables)
         except TrainingDivergedError as error:
             raise self.diverged(error) from None
-        return self.manager.save(checkpoint_number=int(self.step.numpy()))
+        return save_checkpoint(self.manager, int(self.step.numpy()), self._saved_variables(),
+                               self.strategy)
+
+    def check_space(self):
+        """Refuses (`StorageError`) a run whose checkpoint directory has no room for its
+        next checkpoint, before any step (every task must call it)."""
+        check_space(self.save_dir, self._saved_variables(), self.strategy)
+
+    def _saved_variables(self):
+        """The variables a checkpoint holds (model, optimizer, counters)."""
+        return [v for group in (self.checkpoint.model, self.checkpoint.optimizer)
+                for v in group.values()] + [self.step, self.epoch, self.batches_in_epoch]
 
     def save_unless_saved(self):
         """Saves unless the newest checkpoint is of the current step already."""

@@ -24,6 +24,7 @@ import sys
 
 from keras_elmo.text import tokenizers
 from keras_elmo.process.atomic_file import atomic_writer
+from keras_elmo.process.storage_errors import storage_guard
 
 #: Lines segmented per `tokenizers.tokenize` call.
 _LINES_PER_CALL = 1024
@@ -89,11 +90,12 @@ def _segmented(path, tokenizer, cache_dir, stream):
     target = cache_path(path, tokenizer, cache_dir)
     if os.path.isfile(target):
         return target
-    os.makedirs(cache_dir, exist_ok=True)
+    with storage_guard(cache_dir, "the segmented corpus"):
+        os.makedirs(cache_dir, exist_ok=True)
     if stream is not None:
         print(f"segmenting {path} with {tokenizer} (once) -> {target}", file=stream, flush=True)
     with open(path, encoding="utf-8", errors="ignore") as source, \
-            atomic_writer(target) as out:
+            atomic_writer(target, what="the segmented corpus") as out:
         batch = []
         for line in source:
             batch.append(line)

@@ -43,6 +43,13 @@ Resume: the checkpoint holds the model, the optimizer, `step`, `epoch` and
 rebuilds that epoch's deterministic input order and skips those batches
 (`keras_elmo.training.run_state`).
 
+Faults: a run without room for its next checkpoint is refused before its first step, and a
+storage fault of a checkpoint, the logs or weights.hdf5 stops it with one `StorageError`
+line (`keras_elmo.training.checkpoint_saving`); under several workers, a task that stops
+answering stops the others with one `WorkerLostError` line naming it and the last complete
+checkpoint (`keras_elmo.training.worker_loss`). Either way the newest checkpoint is whole and
+the same command resumes from it.
+
 Example:
 >>> trainer = Trainer(config, vocab, ModelDir("runs/tiny"))
 >>> result = trainer.fit(files, max_steps=100)
@@ -50,13 +57,17 @@ Example:
 100
 """
 
+import contextlib
 import math
+import sys
 import time
 
 import tensorflow as tf
 
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
+from keras_elmo.process.storage_errors import StorageError
 from keras_elmo.training import distribute
+from keras_elmo.training.checkpoint_saving import kept_checkpoint
 from keras_elmo.training.dataset import make_dataset
 from keras_elmo.training.divergence import TrainingDivergedError, check_step
 from keras_elmo.training.language_model import LanguageModel, model_inputs
@@ -66,6 +77,7 @@ from keras_elmo.training.progress_log import ProgressLog
 from keras_elmo.training.run_plan import RunPlan
 from keras_elmo.training.run_state import RunState
 from keras_elmo.training.stop_signals import StopSignals
+from keras_elmo.training.worker_loss import worker_lost
 
 _SUM = tf.distribute.ReduceOp.SUM
 
@@ -275,6 +287,8 @@ class Trainer:
         Raises:
             TrainingDivergedError: a non-finite loss, gradient norm or weight (naming the
                 step and the newest, finite, checkpoint); nothing of it is saved.
+            StorageError: no room for a checkpoint, or a storage fault of a write.
+            WorkerLostError: another task of a multi-worker run stopped answering.
 
         Returns:
             dict: `step`, `epoch`, `resumed_from` (checkpoint path or None), `warm_started`
@@ -284,7 +298,17 @@ class Trainer:
             progress figures: loss, perplexity, tokens_per_second, ...), `history` (every
             progress report of this run).
         """
+        try:
+            return self._fit(files, max_steps, max_minutes, evaluate, eval_every)
+        except tf.errors.OpError as error:
+            lost = worker_lost(self.strategy, error, kept_checkpoint(self.state.save_dir))
+            if lost is None:
+                raise
+            raise lost from None
+
+    def _fit(self, files, max_steps, max_minutes, evaluate, eval_every):
         resumed_from = self.restore_latest()
+        self.state.check_space()  # no room for a checkpoint: refused before any step
         warm_started = None
         if resumed_from is None and self.config.init_from is not None:
             from keras_elmo.training.warm_start import warm_start
@@ -340,7 +364,10 @@ class Trainer:
             self.state.save_unless_saved()
         finally:
             signals.__exit__(None, None, None)
-            log.close()
+            # A log that cannot be closed must not hide the error that stopped the run.
+            with contextlib.suppress(StorageError) if sys.exc_info()[0] else \
+                    contextlib.nullcontext():
+                log.close()
             self.state.discard_worker_copy()
         if self.chief:
             self.model_dir.write_weights(self.model.backbone)  # the trained biLM itself

@@ -89,8 +89,10 @@ class Vocabulary:
         return cls(tokens)
 
     def save(self, path):
-        """Writes one token per line (atomically: a killed run leaves no half file)."""
-        with atomic_writer(path) as handle:
+        """Writes one token per line (atomically: a killed run leaves no half file; its
+        size checked against the free space first)."""
+        needed = sum(len(token.encode("utf-8")) + 1 for token in self._tokens)
+        with atomic_writer(path, what="the vocabulary", needed=needed) as handle:
             for token in self._tokens:
                 handle.write(token + "\n")
 

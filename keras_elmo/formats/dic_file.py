@@ -111,5 +111,7 @@ def write_dic(path, token_ids):
                              "a .dic file; expected tokens without tabs, newlines or "
                              "surrounding whitespace.")
         lines.append(f"{token}\t{index}\n")
-    with atomic_writer(path) as handle:
-        handle.write("".join(lines))
+    text = "".join(lines)
+    with atomic_writer(path, what="the vocabulary (.dic)",
+                       needed=len(text.encode("utf-8"))) as handle:
+        handle.write(text)

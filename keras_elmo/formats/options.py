@@ -24,6 +24,7 @@ from keras_elmo import constants
 from keras_elmo.formats.json_fields import (check_id, json_bool, json_filters, json_int,
                                             json_key, json_number, json_object,
                                             json_optional_number, json_str, read_json)
+from keras_elmo.process.atomic_file import atomic_writer
 from keras_elmo.validation import check_int
 
 _ACTIVATIONS = ("relu", "tanh")
@@ -356,8 +357,9 @@ class BiLMOptions:
             raise ValueError(f"options file {os.fspath(path)}: {error}") from None
 
     def save(self, path):
-        """Writes options.json (indent 2, UTF-8)."""
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
+        """Writes options.json (indent 2, UTF-8; atomically: a storage fault is one
+        `StorageError` line and leaves an earlier file untouched)."""
+        with atomic_writer(path, what="the biLM options") as f:
             json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
             f.write("\n")
 

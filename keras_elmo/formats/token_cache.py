@@ -15,14 +15,17 @@ import os
 import h5py
 import numpy as np
 
-from keras_elmo.process.atomic_file import atomic_path
+from keras_elmo.process.atomic_hdf5 import atomic_hdf5
 
 
 def write_token_embeddings(path, tokens, embeddings):
-    """Writes `embedding` `(V, P)` and `tokens` to an HDF5 file (atomically)."""
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        f.create_dataset("embedding", data=np.asarray(embeddings, np.float32))
-        f.create_dataset("tokens", data=list(tokens), dtype=h5py.string_dtype("utf-8"))
+    """Writes `embedding` `(V, P)` and `tokens` to an HDF5 file (atomically; the vectors'
+    size checked against the free space first, a storage fault one `StorageError` line)."""
+    embeddings = np.asarray(embeddings, np.float32)
+    with atomic_hdf5(path, what="the token embeddings", needed=embeddings.nbytes) as output:
+        output.file.create_dataset("embedding", data=embeddings)
+        output.file.create_dataset("tokens", data=list(tokens),
+                                   dtype=h5py.string_dtype("utf-8"))
 
 
 def read_token_embeddings(path, vocab_file=None):

@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 
 from keras_elmo import constants
-from keras_elmo.process.atomic_file import atomic_path
+from keras_elmo.process.atomic_hdf5 import atomic_hdf5
 from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
 
 _LSTM_PREFIX = "RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/"
@@ -315,18 +315,25 @@ def save_bilm_weights(bilm, path):
     """Writes a `BiLM`'s weights to `path` in the published layout (atomically).
 
     One weight is converted and written at a time (no second copy of the whole model).
+    The weights' size is checked against the free space first; a storage fault leaves no
+    partial file and an earlier `path` untouched (`keras_elmo.process.atomic_hdf5`).
 
     Raises:
         ValueError: a weight is NaN or infinite (nothing is written).
+        StorageError: less free than the weights take, a full disk, a read-only
+            filesystem, no permission (one line naming `path`).
 
     Example:
     >>> save_bilm_weights(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "w.hdf5")  # doctest: +SKIP
     """
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
-        for name, _, _, from_layer in _mapping(bilm):
+    entries = _mapping(bilm)
+    needed = sum(int(np.prod(shape)) for _, shape, _, _ in entries) * np.dtype(np.float32).itemsize
+    with atomic_hdf5(path, what="the biLM weights", needed=needed) as output:
+        for name, _, _, from_layer in entries:
             array = from_layer().astype(np.float32, copy=False)
             _check_finite(array, f"refusing to write {path}: weight {name!r}")
-            f.create_dataset(name, data=array)
+            output.file.create_dataset(name, data=array)
+            output.check()
             del array
 
 

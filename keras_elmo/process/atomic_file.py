@@ -12,6 +12,13 @@ target). A
 directory replaced by `atomic_directory(..., replace=True)` is swapped in with one
 `renameat2(RENAME_EXCHANGE)` on Linux, so the name never stands empty.
 
+Storage faults: each writer names `what` it writes; a full disk, a quota, a read-only
+filesystem or a missing permission, met anywhere in the write (the temporary's creation,
+the writer's own calls, the rename), becomes one `StorageError` line naming the final path,
+what it is and what is intact (`keras_elmo.process.storage_errors`), after the temporary is
+removed. A write whose size is known (`needed`) is refused before it starts when less is
+free.
+
 Imports nothing but the standard library (the command line uses it before TensorFlow).
 
 Example:
@@ -30,6 +37,8 @@ import shutil
 import socket
 import tempfile
 import time
+
+from keras_elmo.process.storage_errors import check_free_space, storage_guard
 
 #: Permissions of a file made by `open(path, "w")` before the umask (mkstemp uses 0o600).
 _DEFAULT_FILE_MODE = 0o666
@@ -123,7 +132,7 @@ def remove_stale_temporaries(path):
 
 
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path, what="the file", needed=None):
     """Yields a temporary file name beside `path`; renames it onto `path` on success.
 
     For writers that open files by name (h5py). The temporary exists (empty) when the body
@@ -131,38 +140,57 @@ def atomic_path(path):
 
     Args:
         path: the final file name; its directory must exist.
+        what: what the file is, for the line of a storage fault (`"the vocabulary"`).
+        needed: int, bytes the file will take (at least), checked against the free space
+            before anything is written; None when not known.
+
+    Raises:
+        StorageError: a storage fault (full, quota, read-only, permission), or less than
+            `needed` free; the temporary is removed first.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    remove_stale_temporaries(path)
-    fd, tmp_path = tempfile.mkstemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX,
-                                    dir=directory)
-    os.close(fd)
-    try:
-        yield tmp_path
-        os.chmod(tmp_path, _DEFAULT_FILE_MODE & ~_current_umask())
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp_path)
-        raise
+    if needed is not None:
+        check_free_space(path, needed, what, intact=_intact(path, "nothing was written"))
+    with storage_guard(path, what, intact=_intact(path, "no partial file was left"),
+                       needed=needed):
+        remove_stale_temporaries(path)
+        fd, tmp_path = tempfile.mkstemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX,
+                                        dir=directory)
+        os.close(fd)
+        try:
+            yield tmp_path
+            os.chmod(tmp_path, _DEFAULT_FILE_MODE & ~_current_umask())
+            os.replace(tmp_path, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp_path)
+            raise
+
+
+def _intact(path, done):
+    """What a failed write of `path` leaves: `done` (no part of it), and the earlier
+    version if there is one."""
+    before = f"; {path} as it was before is untouched" if os.path.exists(path) else ""
+    return f"{done}{before}"
 
 
 @contextlib.contextmanager
-def atomic_writer(path, mode="w", encoding="utf-8"):
+def atomic_writer(path, mode="w", encoding="utf-8", what="the file", needed=None):
     """Opens a temporary file beside `path`; renames it onto `path` only on success.
 
     Args:
         path: the final file name; its directory must exist.
         mode: "w" (text, `encoding` used, "\\n" line ends) or "wb" (bytes).
+        what, needed: as `atomic_path`'s (a storage fault is one `StorageError` line).
 
     Example:
-        >>> with atomic_writer("out/train.txt") as handle:  # doctest: +SKIP
+        >>> with atomic_writer("out/train.txt", what="the corpus") as handle:  # doctest: +SKIP
         ...     handle.write("a b c\\n")
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"Expected mode 'w' or 'wb'. Received: mode={mode!r}")
-    with atomic_path(path) as tmp_path:
+    with atomic_path(path, what=what, needed=needed) as tmp_path:
         if mode == "wb":
             handle = open(tmp_path, "wb")
         else:
@@ -173,23 +201,28 @@ def atomic_writer(path, mode="w", encoding="utf-8"):
             os.fsync(handle.fileno())
 
 
-def atomic_copy(source, target):
-    """Copies the file `source` to `target` atomically."""
-    with open(source, "rb") as src, atomic_writer(target, "wb") as dst:
+def atomic_copy(source, target, what="the file"):
+    """Copies the file `source` to `target` atomically (its size checked against the free
+    space first)."""
+    with open(source, "rb") as src, atomic_writer(target, "wb", what=what,
+                                                  needed=os.fstat(src.fileno()).st_size) as dst:
         shutil.copyfileobj(src, dst)
 
 
 @contextlib.contextmanager
-def atomic_directory(path, replace=False):
+def atomic_directory(path, replace=False, what="the directory", needed=None):
     """Yields a temporary directory beside `path`; moves it to `path` on success.
 
     Args:
-        path: the final directory; its parent is created if missing.
+        path: the final directory; its parent is created if missing (and removed again,
+            if still empty, when the write fails).
         replace: bool, an existing `path` is replaced (it stays in place, usable, until the
             new directory is complete). False: `path` must not exist or be empty.
+        what, needed: as `atomic_path`'s (a storage fault is one `StorageError` line).
 
     Raises:
         ValueError: `path` is a file, or a non-empty directory while `replace` is False.
+        StorageError: a storage fault, or less than `needed` free (nothing is left).
     """
     path = os.fspath(path)
     if os.path.isfile(path):
@@ -197,14 +230,37 @@ def atomic_directory(path, replace=False):
     if os.path.isdir(path) and os.listdir(path) and not replace:
         raise ValueError(f"{path} already exists and is not empty; expected a new path.")
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    remove_stale_temporaries(path)
-    staging = tempfile.mkdtemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX, dir=parent)
-    try:
-        yield staging
-        _swap_in(staging, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    if needed is not None:
+        check_free_space(path, needed, what, intact=_intact(path, "nothing was written"))
+    with storage_guard(path, what, intact=_intact(path, "no partial directory was left"),
+                       needed=needed):
+        created = _make_directories(parent)
+        try:
+            remove_stale_temporaries(path)
+            staging = tempfile.mkdtemp(prefix=_own_prefix(path), suffix=TEMP_SUFFIX,
+                                       dir=parent)
+            try:
+                yield staging
+                _swap_in(staging, path)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            for directory in reversed(created):  # the deepest first, each only if empty
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
+            raise
+
+
+def _make_directories(path):
+    """`os.makedirs(path, exist_ok=True)`; returns the directories it created, outermost
+    first."""
+    missing = []
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        os.makedirs(directory, exist_ok=True)
+    return list(reversed(missing))
 
 
 def exchange_paths(first, second):
