@@ -17,6 +17,7 @@ Example:
 import os
 
 from keras_elmo import constants
+from keras_elmo.cli.embed_beam import add_arguments as add_beam_arguments
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
@@ -93,6 +94,7 @@ def add_parser(subparsers):
                         help="print nothing on success (no progress line, no closing line); "
                              "errors are still one line on stderr")
     add_tokenizer_argument(parser, from_model=True)
+    add_beam_arguments(parser)  # --runner: the Beam pipeline (cli/embed_beam.py)
     parser.set_defaults(run=run, output_format=None)
 
 
@@ -117,6 +119,10 @@ def run(args):
     if args.mix_weights and args.output_format not in (None, "mixed"):
         raise ValueError(f"--mix-weights needs --mixed; received --{args.output_format}.")
     output_format = args.output_format or ("mixed" if args.mix_weights else "all")
+    if args.runner is not None:  # OUTPUT is a folder of shards (cli/embed_beam.py)
+        from keras_elmo.cli.embed_beam import run as run_pipeline
+
+        return run_pipeline(args, output_format, max_tokens)
     from keras_elmo.embedding.inputs import check_paths
 
     # One clear line for a bad model or path, before loading TF.

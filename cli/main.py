@@ -148,7 +148,10 @@ def main(argv=None):
     """
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if unknown:  # reported under the subcommand's own usage line, as argparse would there
+    passes_unknown = getattr(args, "passes_unknown", None)  # `embed --runner`: Beam's options
+    args.unknown = unknown
+    if unknown and not (passes_unknown and passes_unknown(args)):
+        # reported under the subcommand's own usage line, as argparse would there
         parser.subcommands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     previous = None
     if threading.current_thread() is threading.main_thread():

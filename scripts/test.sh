@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs keras-elmo with its test dependencies and runs the whole test suite.
+# Installs keras-elmo with its test dependencies (and Apache Beam, for `embed --runner`) and
+# runs the whole test suite.
 # Usage: bash scripts/test.sh [pytest arguments]     (e.g. -m "not slow" for the quick half)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+python -m pip install --quiet --disable-pip-version-check -e ".[test,beam]"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 exec python -m pytest -q -p no:cacheprovider "$@"

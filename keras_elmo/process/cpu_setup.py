@@ -58,8 +58,9 @@ INTER_OP_VARIABLE = "TF_NUM_INTEROP_THREADS"
 #: Independent chains of a biLM: the forward and the backward direction.
 NUM_CHAINS = 2
 #: The oneDNN value `set_cpu_defaults` chose in this process, for `describe_cpu` (None: it
-#: chose nothing, TensorFlow's default or the user's value is in effect).
-_chosen = {"onednn": None}
+#: chose nothing, TensorFlow's default or the user's value is in effect), and the thread
+#: variables' values `set_default_thread_layout` chose (`thread_layout_set_by_user`).
+_chosen = {"onednn": None, "threads": None}
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
@@ -253,6 +254,7 @@ def set_default_thread_layout(environ=None, cores=None):
     if INTRA_OP_VARIABLE not in environ and INTER_OP_VARIABLE not in environ:
         intra, inter = default_thread_layout(cores)
         environ[INTRA_OP_VARIABLE], environ[INTER_OP_VARIABLE] = str(intra), str(inter)
+        _chosen["threads"] = (str(intra), str(inter))
     return {name: environ.get(name, "TensorFlow's default")
             for name in (INTRA_OP_VARIABLE, INTER_OP_VARIABLE)}
 
@@ -263,3 +265,27 @@ def describe_thread_layout(environ=None):
     intra = environ.get(INTRA_OP_VARIABLE, "all")
     inter = environ.get(INTER_OP_VARIABLE, "TensorFlow's default")
     return f"threads: {intra} per op, {inter} ops at once (of {usable_cores()} cores)"
+
+
+def worker_thread_layout(cores):
+    """`(intra_op, inter_op)` of one of several worker processes on a machine, given its
+    share of the cores (`keras-elmo embed --runner DirectRunner --num-workers N`: the
+    usable cores over N): `default_thread_layout(cores)`, except that a one-core share runs
+    one op at a time (on one core the two chains would only take turns).
+
+    Example:
+    >>> worker_thread_layout(1), worker_thread_layout(4)
+    ((1, 1), (2, 2))
+    """
+    cores = int(cores)
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1; received {cores}.")
+    return (1, 1) if cores < NUM_CHAINS else default_thread_layout(cores)
+
+
+def thread_layout_set_by_user(environ=None):
+    """True when either thread variable is set to a value `set_default_thread_layout` did
+    not choose in this process (the user's, which worker layouts leave alone)."""
+    environ = os.environ if environ is None else environ
+    values = (environ.get(INTRA_OP_VARIABLE), environ.get(INTER_OP_VARIABLE))
+    return values != (None, None) and values != _chosen["threads"]
