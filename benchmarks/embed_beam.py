@@ -126,17 +126,28 @@ class ProcessTreeSampler:
 
 
 def run_measured(command):
-    """Runs one command; returns `(wall seconds, sampler, stdout)`."""
+    """Runs one command; returns `(wall seconds, sampler, stdout, CPU seconds)`: CPU seconds
+    are user + system time of the command and of the processes it waited for (`wait4`: the
+    Beam workers too, which the launcher waits for), steadier than wall time on a busy
+    machine."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sampler = ProcessTreeSampler(process.pid)
-    stdout, stderr = process.communicate()
-    seconds = time.perf_counter() - start
+    errors = []
+    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    reader.start()
+    stdout = process.stdout.read()
+    reader.join()
+    # Exited but not reaped: the id cannot belong to another process while sampled.
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
     sampler.close()
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"{shlex.join(command)} failed ({process.returncode}): "
-                           f"{stderr.decode('utf-8', 'replace')[-2000:]}")
-    return seconds, sampler, stdout.decode("utf-8", "replace")
+                           f"{errors[0].decode('utf-8', 'replace')[-2000:]}")
+    return seconds, sampler, stdout.decode("utf-8", "replace"), usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None):
@@ -164,7 +175,7 @@ def main(argv=None):
         for name in order:
             out = os.path.join(work, f"{name}_{round_index}")
             load_before = os.getloadavg()[0]
-            seconds, sampler, stdout = run_measured(commands[name](out))
+            seconds, sampler, stdout, cpu = run_measured(commands[name](out))
             load_after = os.getloadavg()[0]
             gflops = probe.sample()
             inner = re.search(r"; ([\d.]+) s \(", stdout)
@@ -172,15 +183,17 @@ def main(argv=None):
             launcher = sampler.peaks.get(sampler.pid, {"anon": 0.0, "rss": 0.0})
             results[name].append({"seconds": seconds, "total": dict(sampler.total),
                                   "workers": list(workers.values()), "launcher": launcher,
-                                  "inner": float(inner.group(1)) if inner else None})
+                                  "inner": float(inner.group(1)) if inner else None,
+                                  "cpu": cpu})
             detail = ""
             if name == "beam":
                 detail = (f"; launcher {peak_text(launcher['anon'], launcher['rss'])}; "
                           + "; ".join(f"worker {peak_text(p['anon'], p['rss'])}"
-                                      for p in workers.values()))
+                                      for p in workers.values()) + "; " + _shards(out))
             report(f"run {name} round {round_index + 1}",
                    f"{seconds:.1f} s (the command's own: "
                    f"{inner.group(1) if inner else '?'} s), {tokens / seconds:,.1f} tokens/s, "
+                   f"{cpu:.1f} CPU s, "
                    f"all processes {peak_text(sampler.total['anon'], sampler.total['rss'])}"
                    f"{detail}; matmul {gflops:.0f} GFLOP/s (load {load_before:.2f} -> "
                    f"{load_after:.2f})")
@@ -207,9 +220,26 @@ def main(argv=None):
     report("ratio beam / single, round by round",
            " / ".join(f"{ratio:.2f}x" for ratio in ratios)
            + f" (median {median_spread(ratios)[0]:.2f}x; goal >= 0.80x)")
+    cpu_ratios = [single["cpu"] / beam["cpu"]
+                  for single, beam in zip(results["single"], results["beam"])]
+    report("ratio by CPU time (single's CPU s / beam's), round by round",
+           " / ".join(f"{ratio:.2f}x" for ratio in cpu_ratios))
     os.remove(corpus)
     os.rmdir(work)
     return 0
+
+
+def _shards(folder):
+    """The pipeline's shards from its manifest: tokens and seconds of each (the pipeline's
+    own time beyond its longest shard is the workers' start-up, model loading, the other
+    steps and waiting)."""
+    import json
+
+    with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    shards = manifest["shards"]
+    return (f"{len(shards)} shards: " + ", ".join(
+        f"{shard['tokens']:,} tokens in {shard['seconds']:.1f} s" for shard in shards))
 
 
 def _remove(path):

@@ -59,7 +59,12 @@ def add_arguments(parser):
     parser.add_argument("--shard-lines", type=int, default=None, metavar="N",
                         help="with --runner: most lines per shard (default: one shard per "
                              "worker with DirectRunner, at most 4096 lines each)")
-    parser.set_defaults(passes_unknown=lambda args: args.runner is not None)
+    parser.set_defaults(passes_unknown=_passes_unknown)
+
+
+def _passes_unknown(args):
+    """Whether `keras-elmo` hands the options it does not know on (to Beam, with --runner)."""
+    return args.runner is not None
 
 
 def require_beam():

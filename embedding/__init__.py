@@ -11,5 +11,7 @@ reverse.
 - `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
 - `batch_plan`: where to cut a sorted window into batches (the least padded work).
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
+- `beam_pipeline`, `beam_worker`, `beam_shards`: `keras-elmo embed --runner`, the same
+  embedder as an Apache Beam pipeline (imported only there: Beam is an optional dependency).
 - `neighbors`: `keras-elmo neighbors` (the paper's Table 4 comparison).
 """

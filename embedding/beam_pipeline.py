@@ -54,9 +54,13 @@ class EmbedShardFn(beam.DoFn):
         self._worker = embedding_worker(self.settings)
 
     def process(self, shard):
+        start = time.perf_counter()
         lines = beam_shards.read_shard_lines(shard)
-        yield beam_shards.write_shard(self.output_dir, shard, self._worker.embed_lines(lines),
-                                      keep_sentence_index=self.settings.keep_sentence_index)
+        record = beam_shards.write_shard(self.output_dir, shard,
+                                         self._worker.embed_lines(lines),
+                                         keep_sentence_index=self.settings.keep_sentence_index)
+        record["seconds"] = round(time.perf_counter() - start, 3)  # reading to the file's rename
+        yield record
 
 
 class EmbedSentencesFn(beam.DoFn):
@@ -146,8 +150,9 @@ def finish(records, indexes, output_dir, description):
         "format": beam_shards.MANIFEST_FORMAT, "version": beam_shards.MANIFEST_VERSION,
         "sentences": total, "tokens": sum(r["tokens"] for r in ordered),
         "empty_lines": sum(r["empty_lines"] for r in ordered),
-        "shards": [{key: record[key] for key in ("file", "first_index", "stop_index",
-                                                  "sentences", "tokens", "writer")}
+        "shards": [{key: record.get(key) for key in ("file", "first_index", "stop_index",
+                                                      "sentences", "tokens", "writer",
+                                                      "seconds")}
                    for record in ordered],
         "inputs": inputs, **description}
     return beam_shards.write_manifest(output_dir, manifest)

@@ -20,7 +20,7 @@ import doc_blocks
 
 #: Documents whose blocks train a biLM or export one (tens of seconds): slow.
 SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",
-        "docs/migrating.md"}
+        "docs/migrating.md", "docs/embedding_beam.md"}
 #: Blocks run and skipped so far in this session, over all documents (printed with each).
 TOTALS = {"ran": 0, "skipped": 0}
 #: Documents run at once, each in a process of its own that is mostly tracing, on one core.
@@ -39,6 +39,7 @@ WRITTEN = {
                           "elmo.hdf5", "token_embeddings.hdf5", "vocab.txt", "run/weights.hdf5"],
     "docs/training.md": ["runs/pd/weights.hdf5", "runs/reviews/weights.hdf5"],
     "docs/serving.md": ["serving/elmo/1/saved_model.pb", "serving/elmo/2/saved_model.pb"],
+    "docs/embedding_beam.md": ["shards/manifest.json", "shards_top/manifest.json"],
     "examples/README.md": ["elmo.hdf5", "mixed.hdf5", "data/people_daily_raw/vocab.txt",
                            "runs/pd_raw_jieba/weights.hdf5"],
 }

@@ -98,6 +98,7 @@ def _assert_equal_to_single(folder, single, num_shards):
     return manifest
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_single_process_file(model, corpus, single, tmp_path,
                                                            capsys):
     out = tmp_path / "shards"
@@ -115,8 +116,12 @@ def test_two_worker_processes_give_the_single_process_file(model, corpus, single
                                              ("part-c.txt", 4, 24)]
     assert manifest["flags"]["output_format"] == "all" and manifest["flags"]["max_length"] == 4
     assert manifest["model"]["model_dir"] == os.path.abspath(model)
-    writers = {shard["writer"] for shard in manifest["shards"]}
-    assert len(writers) == 2 and f":{os.getpid()}" not in " ".join(writers)
+    writers = [shard["writer"] for shard in manifest["shards"]]
+    assert len(set(writers)) == 2 and all(not w.endswith(f":{os.getpid()}") for w in writers)
+    assert min(writers.count(w) for w in set(writers)) >= 3  # a process, many shards
+    if not cpu_setup.thread_layout_set_by_user():  # each worker its share of the cores
+        share = max(1, cpu_setup.usable_cores() // 2)
+        assert manifest["flags"]["thread_layout"] == list(cpu_setup.worker_thread_layout(share))
 
 
 def test_a_bundle_that_fails_once_is_retried_and_the_output_is_exact(
