@@ -26,7 +26,8 @@ Example:
 import contextlib
 import logging
 import os
-import re
+import sys
+import tempfile
 
 from keras_elmo.cli.model_args import model_files
 from keras_elmo.cli.tokenizer_option import resolve_tokenizer
@@ -38,11 +39,8 @@ from keras_elmo.validation import check_int
 INSTALL = 'pip install "keras-elmo[beam]" (or pip install "apache-beam>=2.60")'
 #: The runners that run on this machine, where `--num-workers` means worker processes.
 DIRECT_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner")
-#: What each local worker process of Beam writes before it reads the pipeline's log level
-#: (`--default_sdk_harness_log_level`, ERROR unless given): held back from stderr.
-WORKER_NOISE = re.compile(
-    r"(INFO|WARNING):(root|__main__):(apitools not found, and bigquery client libraries are "
-    r"not available despite the import not raising an ImportError\.|Logging handler created\.)")
+#: The log of a local pipeline's processes (module docstring), kept when the run fails.
+LOG_PREFIX = "keras-elmo-beam-"
 
 
 def add_arguments(parser):
@@ -113,8 +111,9 @@ def pipeline_options(runner, num_workers, beam_arguments):
     if runner in DIRECT_RUNNERS:
         direct = {"direct_num_workers": num_workers,
                   "direct_running_mode": "multi_processing" if num_workers > 1 else "in_memory"}
-    quiet = {} if any(word.startswith("--default_sdk_harness_log_level")
-                      for word in beam_arguments) else {"default_sdk_harness_log_level": "ERROR"}
+    quiet = {}  # a worker's records below ERROR: none (local workers' go to the run's log)
+    if not any(word.startswith("--default_sdk_harness_log_level") for word in beam_arguments):
+        quiet = {"default_sdk_harness_log_level": "ERROR"}
     return PipelineOptions(list(beam_arguments), runner=runner, **direct, **quiet)
 
 
@@ -177,20 +176,23 @@ def run(args, output_format, max_tokens):
         keep_sentence_index=not args.forget_sentences, thread_layout=layout)
     output_dir = (os.path.abspath(args.output) if beam_shards.is_local(args.output)
                   else args.output)
-    from keras_elmo.process.tensorflow_import import held_back_stderr
+    if args.dtype == "bfloat16" and direct:  # the workers' warning, on this terminal
+        from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 
-    quiet = held_back_stderr(WORKER_NOISE) if direct else contextlib.nullcontext()
+        warn_if_bfloat16_is_emulated()
+    log = _LocalLog() if direct else None
     try:
-        with quiet:
+        with log if direct else contextlib.nullcontext():
             manifest = run_pipeline(args.input, output_dir, settings, options,
                                     shard_lines=shard_lines,
                                     num_workers=num_workers if direct else None)
     except Exception as error:  # noqa: BLE001 - a runner's failure: one line, no traceback
-        if isinstance(error, (ValueError, OSError)) and "\n" not in str(error):
-            raise  # ours, one line already (a missing input, a bad model file)
+        kept = f" (the workers' log: {log.path})" if log is not None and log.keep() else ""
         raise ValueError(f"the Beam pipeline failed ({args.runner}): {_last_line(error)}; "
-                         f"{os.path.join(args.output, 'manifest.json')} was not written.") \
-            from None
+                         f"{os.path.join(args.output, 'manifest.json')} was not written"
+                         f"{kept}.") from None
+    if log is not None:
+        log.remove()
     if args.quiet:
         return 0
     rate = manifest["tokens"] / max(manifest["seconds"], 1e-9)
@@ -200,6 +202,46 @@ def run(args, output_format, max_tokens):
           f"{manifest['tokens']:,} tokens ({tokenizer}), {manifest['empty_lines']:,} empty "
           f"lines; {manifest['seconds']:.1f} s ({rate:,.0f} tokens/s) on {args.runner}{workers}")
     return 0
+
+
+class _LocalLog:
+    """While a local pipeline runs, what its processes write to stderr (Beam's records, a
+    failed bundle's traceback printed by each worker, their start-up lines) goes to a log
+    file instead of the terminal: a failure then ends the run as one line that names the
+    file (`keep`); after a success the file is removed (`remove`)."""
+
+    def __init__(self):
+        handle, self.path = tempfile.mkstemp(prefix=LOG_PREFIX, suffix=".log")
+        os.close(handle)
+        self._saved = None
+        self._beam_level = None
+
+    def __enter__(self):
+        beam_logger = logging.getLogger("apache_beam")
+        self._beam_level = beam_logger.level
+        beam_logger.setLevel(logging.ERROR)  # a failure's records, into the log
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        with open(self.path, "ab") as log:
+            os.dup2(log.fileno(), 2)  # the workers, started now, inherit it
+        return self
+
+    def __exit__(self, *exc_info):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        logging.getLogger("apache_beam").setLevel(self._beam_level)
+
+    def keep(self):
+        """True when the log holds anything (then it stays, for the error line to name)."""
+        if os.path.getsize(self.path):
+            return True
+        self.remove()
+        return False
+
+    def remove(self):
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
 
 
 def _last_line(error):

@@ -166,6 +166,31 @@ def test_without_retries_a_failure_is_one_line_and_leaves_no_manifest(
     assert not (out / "manifest.json").exists()
 
 
+@pytest.mark.slow
+def test_a_failing_worker_process_is_one_line_naming_its_log(model, corpus, tmp_path):
+    """What the worker processes print about a failure (Beam prints each traceback) goes to
+    a log file that the one error line names; nothing else reaches the terminal."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(model, broken)
+    weights = (broken / "weights.hdf5").read_bytes()
+    (broken / "weights.hdf5").write_bytes(weights[:1000])  # cut off: unreadable
+    done = subprocess.run([sys.executable, "-m", "keras_elmo.cli", "embed", str(broken),
+                           str(corpus / "part-*.txt"), str(tmp_path / "out"), "--runner",
+                           "DirectRunner", "--num-workers", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a readable HDF5 file" in lines[0], done.stderr[-3000:]
+    log = lines[0].split("the workers' log: ")[1].rstrip(").")
+    try:
+        assert "Traceback" in open(log, encoding="utf-8").read()
+    finally:
+        os.remove(log)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
 def test_embed_sentences_in_a_users_pipeline(model):
     from apache_beam.testing.util import assert_that
 

@@ -94,22 +94,15 @@ def _without(names):
                 del sys.modules[name]
 
 
-def held_back_stderr(pattern):
-    """A context in which the lines written to file descriptor 2 (by this process and the
-    processes it starts) that fully match the compiled regex `pattern` are dropped, the rest
-    forwarded; as `import_tensorflow` holds back TensorFlow's start-up lines."""
-    return _filtered_fd2(pattern)
-
-
 @contextlib.contextmanager
-def _filtered_fd2(noise=NOISE):
-    """fd 2 goes through a pipe; lines matching `noise` are dropped, the rest forwarded."""
+def _filtered_fd2():
+    """fd 2 goes through a pipe; lines matching `NOISE` are dropped, the rest forwarded."""
     sys.stderr.flush()
     saved = os.dup(2)
     read_fd, write_fd = os.pipe()
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    forwarder = threading.Thread(target=_forward, args=(read_fd, saved, noise), daemon=True)
+    forwarder = threading.Thread(target=_forward, args=(read_fd, saved), daemon=True)
     forwarder.start()
     try:
         yield
@@ -120,15 +113,15 @@ def _filtered_fd2(noise=NOISE):
         os.close(saved)
 
 
-def _forward(read_fd, target_fd, noise=NOISE):
+def _forward(read_fd, target_fd):
     pending = b""
     with os.fdopen(read_fd, "rb", buffering=0) as pipe:
         for chunk in iter(lambda: pipe.read(65536), b""):
             pending += chunk
             *lines, pending = pending.split(b"\n")
             kept = [line + b"\n" for line in lines
-                    if not noise.fullmatch(line.decode("utf-8", "replace").strip())]
+                    if not NOISE.fullmatch(line.decode("utf-8", "replace").strip())]
             if kept:
                 os.write(target_fd, b"".join(kept))
-    if pending and not noise.fullmatch(pending.decode("utf-8", "replace").strip()):
+    if pending and not NOISE.fullmatch(pending.decode("utf-8", "replace").strip()):
         os.write(target_fd, pending)
