@@ -16,7 +16,9 @@ cores (`keras_elmo.process.cpu_setup.worker_thread_layout`) unless TensorFlow's 
 variables were set by the user. On other runners the workers size themselves, and their
 own options set how many there are.
 
-Without Apache Beam installed, `--runner` is one line saying what to install.
+While a local pipeline runs, what its processes print (Beam's records, each worker's
+traceback of a failure) goes to a log file: a failure is one line naming it, a success
+removes it. Without Apache Beam installed, `--runner` is one line saying what to install.
 
 Example:
     keras-elmo embed runs/pd sentences.txt shards --runner DirectRunner --num-workers 2
@@ -186,6 +188,10 @@ def run(args, output_format, max_tokens):
             manifest = run_pipeline(args.input, output_dir, settings, options,
                                     shard_lines=shard_lines,
                                     num_workers=num_workers if direct else None)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: `main` says so; the log goes
+        if log is not None:
+            log.remove()
+        raise
     except Exception as error:  # noqa: BLE001 - a runner's failure: one line, no traceback
         kept = f" (the workers' log: {log.path})" if log is not None and log.keep() else ""
         raise ValueError(f"the Beam pipeline failed ({args.runner}): {_last_line(error)}; "
