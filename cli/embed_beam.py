@@ -28,6 +28,7 @@ Example:
 import contextlib
 import logging
 import os
+import re
 import sys
 import tempfile
 
@@ -194,9 +195,16 @@ def run(args, output_format, max_tokens):
         raise
     except Exception as error:  # noqa: BLE001 - a runner's failure: one line, no traceback
         kept = f" (the workers' log: {log.path})" if log is not None and log.keep() else ""
-        raise ValueError(f"the Beam pipeline failed ({args.runner}): {_last_line(error)}; "
-                         f"{os.path.join(args.output, 'manifest.json')} was not written"
-                         f"{kept}.") from None
+        storage = _storage_fault(error)
+        failure = ValueError(f"the Beam pipeline failed ({args.runner}): "
+                             f"{(storage or _last_line(error)).rstrip('.')}; "
+                             f"{os.path.join(args.output, 'manifest.json')} was not written"
+                             f"{kept}.")
+        if storage is not None:  # a full disk, a quota, a read-only folder: as every command
+            from keras_elmo.process.storage_errors import StorageError
+
+            failure.exit_code = StorageError.exit_code
+        raise failure from None
     if log is not None:
         log.remove()
     if args.quiet:
@@ -248,6 +256,21 @@ class _LocalLog:
     def remove(self):
         with contextlib.suppress(OSError):
             os.remove(self.path)
+
+
+def _storage_fault(error):
+    """The line of the `StorageError` that failed the pipeline (raised in this process, or
+    in a worker whose traceback came back as text), or None."""
+    from keras_elmo.process.storage_errors import StorageError
+
+    seen = error
+    while seen is not None:
+        if isinstance(seen, StorageError):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    found = re.search(r"StorageError: (cannot write [^\n]*?)(?: \[while running [^\n]*)?$",
+                      str(error), re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def _last_line(error):

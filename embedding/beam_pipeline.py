@@ -31,6 +31,7 @@ Example:
 ...                | EmbedSentences(settings))  # (index, float32 (n, 2P))
 """
 
+import contextlib
 import time
 
 import apache_beam as beam
@@ -56,9 +57,11 @@ class EmbedShardFn(beam.DoFn):
     def process(self, shard):
         start = time.perf_counter()
         lines = beam_shards.read_shard_lines(shard)
-        record = beam_shards.write_shard(self.output_dir, shard,
-                                         self._worker.embed_lines(lines),
-                                         keep_sentence_index=self.settings.keep_sentence_index)
+        # Closed on an error too: the biLM's worker thread is joined before the next try.
+        with contextlib.closing(self._worker.embed_lines(lines)) as embedded:
+            record = beam_shards.write_shard(
+                self.output_dir, shard, embedded,
+                keep_sentence_index=self.settings.keep_sentence_index)
         record["seconds"] = round(time.perf_counter() - start, 3)  # reading to the file's rename
         yield record
 

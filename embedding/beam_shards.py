@@ -24,10 +24,12 @@ shards, each a range of lines of one file:
   only then `write_manifest` writes `manifest.json`: the shards, their sentence counts, the
   inputs, the model and the flags. A folder whose manifest exists is complete.
 
-A local output folder is written through `keras_elmo.process.atomic_file` (a temporary
-renamed when complete); another filesystem's (`gs://...`) through Beam's `FileSystems`: the
-file is written to a local temporary, then copied, and an object store shows an object only
-once its upload is complete.
+A shard is written through `keras_elmo.process.atomic_hdf5` (a temporary renamed when
+complete and on the disk; a full disk, a quota or a read-only folder is one `StorageError`
+line and leaves nothing); in another filesystem's folder (`gs://...`) it is written so to a
+local temporary folder first, then copied through Beam's `FileSystems` (an object store
+shows an object only once its upload is complete). The manifest goes through
+`keras_elmo.process.atomic_file`.
 
 Example:
 >>> paths = match_inputs("corpus/part-*.txt")  # doctest: +SKIP
@@ -50,7 +52,8 @@ from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from keras_elmo.embedding.embed_file import SENTENCE_INDEX
-from keras_elmo.process.atomic_file import atomic_path, atomic_writer
+from keras_elmo.process.atomic_file import atomic_writer
+from keras_elmo.process.atomic_hdf5 import atomic_hdf5
 from keras_elmo.text.text_files import not_utf8_error
 
 #: The manifest's name in the output folder, and what its `format` field says.
@@ -195,15 +198,18 @@ def read_shard_lines(shard):
 
 
 @contextlib.contextmanager
-def _output_path(path):
-    """A local file name to write; on success its content appears at `path` whole."""
+def _shard_output(path):
+    """An `HDF5Output` (`keras_elmo.process.atomic_hdf5`) whose file appears at `path`
+    whole or not at all; a storage fault is one `StorageError` line."""
+    what = f"the ELMo vectors of shard {os.path.basename(path)}"
     if is_local(path):
-        with atomic_path(path) as tmp_path:
-            yield tmp_path
+        with atomic_hdf5(path, what=what) as output:
+            yield output
         return
     with tempfile.TemporaryDirectory(prefix="keras-elmo-shard-") as scratch:
         tmp_path = os.path.join(scratch, os.path.basename(path))
-        yield tmp_path
+        with atomic_hdf5(tmp_path, what=what) as output:
+            yield output
         with open(tmp_path, "rb") as source, FileSystems.create(path) as target:
             shutil.copyfileobj(source, target, 1 << 20)
 
@@ -230,28 +236,29 @@ def write_shard(output_dir, shard, embedded, keep_sentence_index=True):
               "source": shard.path, "first_line": shard.first_line + 1,
               "writer": f"{socket.gethostname()}:{os.getpid()}"}
     keys = {}  # text -> its last index in the shard
-    with _output_path(FileSystems.join(output_dir, shard.name)) as tmp_path:
-        with h5py.File(tmp_path, "w") as out:
-            for index, text, num_tokens, vectors in embedded:
-                if not shard.first_index <= index < shard.stop_index or str(index) in out:
-                    raise ValueError(f"shard {shard.name}: sentence {index} is outside the "
-                                     "shard or came twice; every index of the shard once was "
-                                     "expected.")
-                out.create_dataset(str(index), data=vectors)
-                text = text.strip()
-                keys[text] = max(index, keys.get(text, index))
-                record["sentences"] += 1
-                record["tokens"] += num_tokens
-                record["empty_lines"] += not num_tokens
-            if record["sentences"] != shard.num_lines:
-                raise ValueError(f"shard {shard.name}: {record['sentences']} sentences "
-                                 f"embedded, {shard.num_lines} expected.")
-            if keep_sentence_index:
-                dataset = out.create_dataset(SENTENCE_INDEX, (1,),
-                                             dtype=h5py.string_dtype("utf-8"))
-                dataset[0] = sentence_index_json(keys)
-            out.attrs.update({key: record[key] for key in
-                              ("first_index", "stop_index", "source", "first_line", "writer")})
+    with _shard_output(FileSystems.join(output_dir, shard.name)) as output:
+        out = output.file
+        for index, text, num_tokens, vectors in embedded:
+            if not shard.first_index <= index < shard.stop_index or str(index) in out:
+                raise ValueError(f"shard {shard.name}: sentence {index} is outside the "
+                                 "shard or came twice; every index of the shard once was "
+                                 "expected.")
+            out.create_dataset(str(index), data=vectors)
+            output.check()  # a full disk stops the shard here, not at its end
+            text = text.strip()
+            keys[text] = max(index, keys.get(text, index))
+            record["sentences"] += 1
+            record["tokens"] += num_tokens
+            record["empty_lines"] += not num_tokens
+        if record["sentences"] != shard.num_lines:
+            raise ValueError(f"shard {shard.name}: {record['sentences']} sentences "
+                             f"embedded, {shard.num_lines} expected.")
+        if keep_sentence_index:
+            dataset = out.create_dataset(SENTENCE_INDEX, (1,),
+                                         dtype=h5py.string_dtype("utf-8"))
+            dataset[0] = sentence_index_json(keys)
+        out.attrs.update({key: record[key] for key in
+                          ("first_index", "stop_index", "source", "first_line", "writer")})
     return record
 
 
@@ -345,7 +352,7 @@ def write_manifest(output_dir, manifest):
     path = FileSystems.join(output_dir, MANIFEST)
     text = json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
     if is_local(output_dir):
-        with atomic_writer(path) as handle:
+        with atomic_writer(path, what="the manifest of the shards") as handle:
             handle.write(text)
     else:
         with FileSystems.create(path) as handle:

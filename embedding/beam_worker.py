@@ -25,6 +25,7 @@ Example:
 >>> for index, text, num_tokens, vectors in worker.embed_lines([(0, "人民 日报")]): ...  # doctest: +SKIP
 """
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -194,10 +195,11 @@ class EmbeddingWorker:
                 texts[index] = text
                 yield index, tokens
 
-        for keys, sentences, layers in self.runner.iter_batches(keyed()):
-            for row, (key, tokens) in enumerate(zip(keys, sentences)):
-                yield key, texts.pop(key), len(tokens), self.vectors(
-                    layers[row, :, :len(tokens)])  # (L + 1, n, 2P) before `vectors`
+        with contextlib.closing(self.runner.iter_batches(keyed())) as batches:
+            for keys, sentences, layers in batches:
+                for row, (key, tokens) in enumerate(zip(keys, sentences)):
+                    yield key, texts.pop(key), len(tokens), self.vectors(
+                        layers[row, :, :len(tokens)])  # (L + 1, n, 2P) before `vectors`
 
     def embed_sentences(self, items):
         """Yields `(index, vectors)` for `(index, sentence)` pairs, a sentence a `str`

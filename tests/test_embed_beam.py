@@ -191,6 +191,58 @@ def test_a_failing_worker_process_is_one_line_naming_its_log(model, corpus, tmp_
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+def test_a_full_disk_in_a_shard_is_the_storage_line_and_exit_75(model, corpus, tmp_path,
+                                                                monkeypatch, capsys):
+    """As every command: a storage fault is one line, exit 75, and no partial file."""
+    import errno
+
+    from keras_elmo.process import atomic_hdf5
+
+    real, written = os.pwrite, {"bytes": 0}
+
+    def pwrite(fd, data, offset):  # the disk takes 20 kB of the shards, then is full
+        if written["bytes"] > 20_000:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written["bytes"] += len(data)
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(atomic_hdf5.os, "pwrite", pwrite)
+    out = tmp_path / "shards"
+    code = main(["embed", model, str(corpus / "part-*.txt"), str(out), "--runner",
+                 "DirectRunner", "--num-workers", "1", "--shard-lines", "6", *FLAGS])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 75 and len(err) == 1, err
+    assert "cannot write the ELMo vectors of shard sentences-" in err[0], err[0]
+    assert "no space left on device" in err[0]
+    names = os.listdir(out)
+    assert "manifest.json" not in names and not [n for n in names if n.endswith(".tmp")]
+
+
+@pytest.mark.slow
+def test_worker_processes_on_a_full_disk_give_the_storage_line_and_exit_75(model, corpus,
+                                                                          tmp_path):
+    """The same on a real small filesystem, the fault met in the worker processes."""
+    from small_filesystem import small_filesystem, unavailable
+
+    if unavailable() is not None:
+        pytest.skip(unavailable())
+    with small_filesystem(tmp_path / "disk", size_kib=1024) as disk:
+        disk.leave_free(12 * 1024)
+        out = os.path.join(disk.path, "shards")
+        done = subprocess.run([sys.executable, "-m", "keras_elmo.cli", "embed", model,
+                               str(corpus / "part-*.txt"), out, "--runner", "DirectRunner",
+                               "--num-workers", "2", "--shard-lines", "6"],
+                              capture_output=True, text=True, timeout=300)
+        entries = disk.entries()
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 75 and len(lines) == 1, done.stderr[-3000:]
+    assert "cannot write the ELMo vectors of shard sentences-" in lines[0], lines[0]
+    assert "no space left on device" in lines[0]
+    log = lines[0].split("the workers' log: ")[1].rstrip(").")
+    os.remove(log)
+    assert not [e for e in entries if e.endswith(".tmp") or e.endswith("manifest.json")]
+
+
 def test_embed_sentences_in_a_users_pipeline(model):
     from apache_beam.testing.util import assert_that
 
