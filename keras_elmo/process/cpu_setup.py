@@ -271,7 +271,9 @@ def worker_thread_layout(cores):
     """`(intra_op, inter_op)` of one of several worker processes on a machine, given its
     share of the cores (`keras-elmo embed --runner DirectRunner --num-workers N`: the
     usable cores over N): `default_thread_layout(cores)`, except that a one-core share runs
-    one op at a time (on one core the two chains would only take turns).
+    one op at a time, one thread in all (on one core the two chains can only take turns;
+    two ops at once ran within the noise of it: docs/performance.md, "`embed` as a Beam
+    pipeline").
 
     Example:
     >>> worker_thread_layout(1), worker_thread_layout(4)
