@@ -21,15 +21,14 @@ Example:
 'the last complete checkpoint is ckpt-20 (step 20)'
 """
 
-import contextlib
 import errno
 import glob
 import os
 import re
-import shutil
 
 import tensorflow as tf
 
+from keras_elmo.process.atomic_file import remove_quietly
 from keras_elmo.process.storage_errors import StorageError, free_bytes, storage_guard
 from keras_elmo.training import distribute
 
@@ -92,11 +91,7 @@ def remove_incomplete(directory, failed=None):
         if not stale:
             continue
         path = os.path.join(directory, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(path)
+        remove_quietly(path)
         removed.append(path)
     return removed
 

@@ -122,13 +122,19 @@ def remove_stale_temporaries(path):
                 stale = time.time() - os.lstat(full).st_mtime > STALE_SECONDS
         if not stale:
             continue
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(full)
+        remove_quietly(full)
         removed.append(full)
     return removed
+
+
+def remove_quietly(path):
+    """Removes a file or a directory tree, ignoring what is already gone or cannot go (the
+    clean-up of a failed or killed write must not raise an error of its own)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 @contextlib.contextmanager
