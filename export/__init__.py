@@ -26,6 +26,7 @@ _PUBLIC = {
     "build_mix": "keras_elmo.export.mix_weights",
     "export_from_files": "keras_elmo.export.saved_model",
     "export_model_dir": "keras_elmo.export.saved_model",
+    "export_model_files": "keras_elmo.export.saved_model",
     "export_saved_model": "keras_elmo.export.saved_model",
     "find_model_files": "keras_elmo.formats.model_files",
     "load_mix_weights": "keras_elmo.export.mix_weights",

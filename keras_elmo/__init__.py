@@ -5,11 +5,11 @@ The folders follow the model (docs/model.md):
     text/      tokens of a line, and tokens -> character ids (`batch_to_ids`)
     layers/    the model's pieces: `CharCNNEmbedder` (with `Highway`), `WordEmbedding`,
                sentence boundaries, `LSTMProjectionCell` -> `ResidualBiLSTM`, `ScalarMix`
-    models/    `BiLM`, the backbone (char CNN -> residual biLSTM), and `ElmoLayer`, a BiLM
-               with the task's scalar mixes
+    models/    `BiLM`, the backbone (char CNN -> residual biLSTM), `ElmoLayer`, a BiLM
+               with the task's scalar mixes, and `load_bilm`, the biLM of any model directory
     formats/   files: options.json (`BiLMOptions`), the published weight files,
-               ELMoForManyLangs model directories, the token embedding file, a model
-               directory's file names
+               ELMoForManyLangs model directories and their .dic vocabularies, the token
+               embedding file, a model directory's file names
     process/   helpers of a running process: atomic files, memory, CPU threads, progress
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
