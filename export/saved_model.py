@@ -102,6 +102,11 @@ def export_model_files(files, path, mix_weights_file=None, **kwargs):
     directory `resolve_model_files` recognises, an ELMoForManyLangs one included: a
     vocabulary model's export carries its vocabulary as lookup tables).
 
+    Example:
+    >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
+    >>> export_model_files(resolve_model_files("tiny"), "exports/tiny_files")
+    'exports/tiny_files'
+
     Args:
         files: `ModelFiles`.
         path: SavedModel directory to create.

@@ -38,6 +38,14 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
     Raises:
         FileNotFoundError / ValueError: one line naming the file that is missing or does not
             fit; nothing is loaded.
+
+    Example:
+    >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
+    >>> bilm = load_bilm("tiny")
+    >>> bilm(bilm.batch_to_ids([["a", "b"]]))["layers"].shape  # (batch, L + 1, T, 2P)
+    TensorShape([1, 3, 2, 16])
+    >>> load_bilm("zhs.model").vocabulary is not None  # ELMoForManyLangs  # doctest: +SKIP
+    True
     """
     from keras_elmo.formats.model_vocabulary import read_model_vocabulary
     from keras_elmo.formats.options import BiLMOptions
