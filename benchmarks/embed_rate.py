@@ -9,24 +9,25 @@ realistic character lengths, so that a batch repeats words as text does). In int
 rounds (`--repeats`), with a 2048^3 matmul sample after each timed pass:
 
     model alone      `bilm(char_ids)` in a `tf.function` (one trace for every shape) on
-                     pre-built char-id batches formed as the embed path forms them
-                     (`BiLMRunner`: length-sorted within windows, at most `--batch-size`
-                     sentences and its default budget of padded positions); outputs fetched
-                     to numpy. Nothing else is timed.
+                     pre-built char-id batches of `--batch-size` sentences sorted by length,
+                     each padded to its longest (the model's own batched call); outputs
+                     fetched to numpy. Nothing else is timed.
     model, file order  (with `--file-order`) the same on batches of `--batch-size` in the
                      file's order: what sorting by length saves.
     embed file       `keras_elmo.embedding.embed_file.embed_file` on the text file, all
                      layers, `--batch-size`, a new `TokenEmbeddingCache` each time (no
                      vocabulary, as one `keras-elmo embed` run without one): reading,
-                     tokenising, the char CNN once per distinct token, length bucketing, the
-                     biLSTM, HDF5 writing and `sentence_to_index` included (what
+                     tokenising, the char CNN once per distinct token, packing sentences
+                     into rows (`keras_elmo.embedding.row_packing`), the biLSTM, HDF5
+                     writing and `sentence_to_index` included (what
                      `keras-elmo embed` runs after loading the model).
 
 The biLM is frozen (`trainable = False`) after loading, as the embedders freeze theirs.
 
 Rates are the caller's tokens per second (the sentences' tokens; <S> and </S> not
-counted); the ratio is embed file / model alone, per round and of the medians. The issue's
-target: >= 90% at batch 32.
+counted); the ratio is embed file / model alone, per round and of the medians (above 100%
+where packing saves more padding than the file's own work costs). The issue's target: >= 90%
+at batch 32.
 
 Example:
     python benchmarks/embed_rate.py                               # published size, batch 32
@@ -88,16 +89,14 @@ def corpus(num_sentences, median_length, max_length, vocab_size, rng):
 
 
 def model_batches(runner, sentences, sort):
-    """Char-id tensors of the batches the embed path forms (`sort`: `runner`'s length-sorted
-    batches) or of `runner.batch_size` sentences in the file's order."""
+    """Char-id tensors of batches of `runner.batch_size` sentences, sorted by length
+    (`sort`) or in the file's order."""
     import keras_elmo
 
     tf = import_tensorflow()
-    if sort:
-        batches = [batch for _, batch in runner._sorted_batches(enumerate(sentences))]
-    else:
-        batches = [sentences[b:b + runner.batch_size]
-                   for b in range(0, len(sentences), runner.batch_size)]
+    ordered = sorted(sentences, key=len) if sort else sentences
+    batches = [ordered[b:b + runner.batch_size]
+               for b in range(0, len(ordered), runner.batch_size)]
     chars = runner.bilm.options.max_characters_per_token
     return [tf.constant(keras_elmo.batch_to_ids(batch, chars)) for batch in batches]
 

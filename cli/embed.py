@@ -56,12 +56,13 @@ def add_parser(subparsers):
     parser.add_argument("--mix-weights", metavar="FILE",
                         help="scalar_mix.json with trained mix weights (implies --mixed)")
     parser.add_argument("--batch-size", type=int, default=64, metavar="N",
-                        help="most sentences per biLM call (default 64); sentences are "
-                             "sorted by length within windows of 32 batches")
+                        help="most rows per biLM call (default 64): a row holds one sentence "
+                             "or several short ones back to back, each read from a zero "
+                             "state; windows of N x 32 sentences are packed together")
     parser.add_argument("--max-tokens", default=str(DEFAULT_MAX_TOKENS), metavar="N",
-                        help="most padded token positions per biLM call (sentences x "
-                             f"longest; default {DEFAULT_MAX_TOKENS}): a smaller budget holds "
-                             "fewer activations and runs slower, a larger one is no faster "
+                        help="most token positions per biLM call (rows x steps, each "
+                             f"sentence's <S> and </S> counted; default {DEFAULT_MAX_TOKENS}): "
+                             "a smaller budget holds fewer activations and runs slower "
                              "(docs/performance.md has the trade); 'none' for --batch-size "
                              "alone")
     parser.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH, metavar="N",

@@ -8,8 +8,8 @@ reverse.
   the files are found by `keras_elmo.formats.model_files` (no TensorFlow import).
 - `token_cache`: `TokenEmbeddingCache`, tokens -> biLM outputs, the char CNN once per
   distinct token.
-- `bilm_runner`: run a biLM over token lists in length-sorted batches, streaming.
-- `batch_plan`: where to cut a sorted window into batches (the least padded work).
+- `bilm_runner`: run a biLM over token lists in packed calls, streaming.
+- `row_packing`: which sentences share a call and a row (back to back, rows nearly full).
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).
 - `beam_pipeline`, `beam_worker`, `beam_shards`: `keras-elmo embed --runner`, the same
   embedder as an Apache Beam pipeline (imported only there: Beam is an optional dependency).

@@ -9,8 +9,8 @@ process, one per thread; they all get the same model).
 
 A worker is `embed` inside: an `ElmoEmbedder` (`keras_elmo.load_bilm`, frozen; the token
 cache of the model's vocab.txt or `--vocab`) and a `BiLMRunner` with `embed`'s batching
-(length-sorted windows of `batch_size * 32` sentences, the `max_tokens` budget, windows of
-`max_length` tokens), the same tokenizer and the same output layers (`all`, `top`,
+(windows of `batch_size * 32` sentences packed into calls of `batch_size` rows within the
+`max_tokens` budget, windows of `max_length` tokens), the same tokenizer and the same output layers (`all`, `top`,
 `average`, `mixed`), so its vectors are those of `keras-elmo embed` to float rounding.
 
 The worker's thread layout (`settings.thread_layout`, `(intra_op, inter_op)`) is applied to
@@ -199,7 +199,7 @@ class EmbeddingWorker:
             for keys, sentences, layers in batches:
                 for row, (key, tokens) in enumerate(zip(keys, sentences)):
                     yield key, texts.pop(key), len(tokens), self.vectors(
-                        layers[row, :, :len(tokens)])  # (L + 1, n, 2P) before `vectors`
+                        layers[row])  # (L + 1, n, 2P) before `vectors`
 
     def embed_sentences(self, items):
         """Yields `(index, vectors)` for `(index, sentence)` pairs, a sentence a `str`
@@ -223,5 +223,5 @@ class EmbeddingWorker:
             keyed.append((position, tokens[position]))
         for keys, sentences, layers in self.runner.iter_batches(keyed):
             for row, (position, words) in enumerate(zip(keys, sentences)):
-                yield items[position][0], np.array(self.vectors(layers[row, :, :len(words)]),
+                yield items[position][0], np.array(self.vectors(layers[row]),
                                                    np.float32)

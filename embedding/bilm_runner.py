@@ -1,23 +1,25 @@
-"""`BiLMRunner`: a biLM over many token lists, in length-sorted batches, streaming.
+"""`BiLMRunner`: a biLM over many token lists, in packed calls, streaming.
 
-Sentences are read `batch_size * sort_batches` at a time, sorted by length inside that
-window (so a batch pads little), cut into batches of at most `batch_size` sentences and at
-most `max_tokens` padded token positions (rows x longest row: a budget that keeps every
-biLM call about as large, and its activations about as big, whatever the lengths) where
-`keras_elmo.embedding.batch_plan` finds the least work, and handed back one by one with
-their keys; memory holds one window of text and two batches of outputs, whatever the
-input's size. A sentence's vectors do not depend on its batch-mates (the biLM is stateless
-and masks padding), so the reordering changes nothing but speed.
+Sentences are read `batch_size * sort_batches` at a time, and each such window is cut into
+biLM calls of at most `batch_size` rows and `max_tokens` positions (rows x steps) whose rows
+hold the sentences back to back (`keras_elmo.embedding.row_packing`: each sentence framed
+by its own `<S>` ... `</S>` and run from a zero state, short ones sharing a row, so rows are
+nearly full whatever the lengths); the calls are handed back one by one with their
+sentences' keys, in the calls' order; memory holds one window of text and two calls of
+outputs, whatever the input's size. A sentence's vectors do not depend on its call-mates
+(the biLM is stateless and restarts at every sentence), so the packing changes nothing but
+speed.
 
-Each batch goes through a `TokenEmbeddingCache` (`keras_elmo.embedding.token_cache`): the
+Each call goes through a `TokenEmbeddingCache` (`keras_elmo.embedding.token_cache`): the
 char CNN once per distinct token (beside a vocabulary's precomputed ones, if the cache was
 given one), then the biLSTM from those vectors; a sentence longer than `max_length` tokens
-runs as windows of `max_length` tokens in the same call and its vectors come back whole
+runs as windows of `max_length` tokens in one call and its vectors come back whole
 (`keras_elmo.text.sentence_windows`).
 
-The next batch runs in a worker thread while the caller handles the batch just returned
+The next call runs in a worker thread while the caller handles the call just returned
 (writes it, reads and tokenises more lines): TensorFlow releases the GIL, so the input and
-output work overlaps the model instead of adding to it.
+output work overlaps the model instead of adding to it. Beside the first call's char CNN a
+second thread prepares the biLSTM's function (`TokenEmbeddingCache.warm_up`).
 
 Example:
 >>> runner = BiLMRunner(bilm, batch_size=32)  # doctest: +SKIP
@@ -27,17 +29,17 @@ Example:
 
 import concurrent.futures
 
-from keras_elmo.embedding.batch_plan import plan_batches
+from keras_elmo.embedding.row_packing import plan_calls
 from keras_elmo.embedding.token_cache import TokenEmbeddingCache
-from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length, num_windows
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.validation import check_int
 
-#: Batches per sorting window.
+#: Windows of `batch_size` sentences planned together.
 DEFAULT_SORT_BATCHES = 32
-#: Padded token positions per biLM call (`--max-tokens`): a larger budget is faster (long
-#: sentences get more rows per recurrent step, each step reading the recurrent weights
-#: once) and holds more activations; past this one, no faster (docs/performance.md).
-DEFAULT_MAX_TOKENS = 2048
+#: Positions per biLM call (`--max-tokens`): 64 rows of 128 steps. A larger budget holds
+#: more activations for little more speed, a smaller one runs fewer rows per recurrent
+#: step, each step reading the recurrent weights once (docs/performance.md).
+DEFAULT_MAX_TOKENS = 8192
 
 
 class BiLMRunner:
@@ -47,13 +49,15 @@ class BiLMRunner:
         bilm: a stateless `keras_elmo.BiLM`.
         token_cache: the `TokenEmbeddingCache` of that biLM to use (one with a vocabulary,
             say); None: a new one without.
-        batch_size: int >= 1, most sentences per biLM call (64).
-        sort_batches: int >= 1, batches per length-sorting window (32).
+        batch_size: int >= 1, most rows per biLM call (64); a row holds one sentence or
+            several short ones back to back.
+        sort_batches: int >= 1, sentences planned together, in multiples of `batch_size`
+            (32).
         max_length: int >= 1, tokens per biLM window (512): longer sentences run in
             windows of this many tokens (`keras_elmo.text.sentence_windows`).
-        max_tokens: int >= 1, most padded token positions per biLM call (rows x longest
-            row, windows counted as rows), or None for no budget (`batch_size` alone);
-            2048 by default. A sentence above the budget on its own runs alone.
+        max_tokens: int >= 1, most positions per biLM call (rows x steps, each sentence's
+            `<S>` and `</S>` counted), or None for no budget (`batch_size` rows as long as
+            a window needs); 8192 by default. A sentence longer than the budget runs alone.
     """
 
     def __init__(self, bilm, token_cache=None, batch_size=64, sort_batches=DEFAULT_SORT_BATCHES,
@@ -68,57 +72,71 @@ class BiLMRunner:
         self.output_dim = bilm.output_dim
 
     def layers(self, sentences):
-        """float32 numpy `(batch, L + 1, max_len, 2 * projection_dim)`, zero past each end;
-        sentences longer than `max_length` tokens run in windows (one call in all)."""
+        """Every sentence's layers in one call, a float32 numpy `(L + 1, n, 2P)` each;
+        sentences longer than `max_length` tokens run in windows."""
         return self.token_cache.layers(sentences, self.max_length)
 
     def iter_batches(self, keyed_sentences):
-        """Yields `(keys, sentences, layers)` per batch, length-sorted inside each window.
+        """Yields `(keys, sentences, layers)` per biLM call, `layers` a list of float32
+        numpy `(L + 1, n, 2P)`, one per sentence (views of the call's outputs).
 
-        The next batch runs in a worker thread while the caller handles this one.
+        The next call runs in a worker thread while the caller handles this one.
 
         Args:
             keyed_sentences: iterable of `(key, tokens)`; `tokens` a list of str (may be
                 empty).
         """
         with concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="keras-elmo-bilm") as worker:
-            pending = None
-            for keys, sentences in self._sorted_batches(keyed_sentences):
-                running = worker.submit(self.layers, sentences)
+                max_workers=1, thread_name_prefix="keras-elmo-bilm") as worker, \
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="keras-elmo-warm-up") as helper:
+            pending = warming = None
+            for keys, sentences, rows in self._planned_calls(keyed_sentences):
+                if warming is None:  # the biLSTM's graph is prepared beside the char CNN
+                    warming = helper.submit(self.token_cache.warm_up, len(rows))
+                running = worker.submit(self._layers_after, warming, sentences, rows)
                 if pending is not None:
                     yield pending[0], pending[1], pending[2].result()
                 pending = (keys, sentences, running)
             if pending is not None:
                 yield pending[0], pending[1], pending[2].result()
 
+    def _layers_after(self, warming, sentences, rows):
+        """A call's layers (`TokenEmbeddingCache.layers`): its token vectors first, then,
+        once the warm-up is over (its errors are left for the call to meet), the biLSTM."""
+        vectors = self.token_cache.sentence_vectors(sentences)
+        concurrent.futures.wait([warming])
+        return self.token_cache.layers(sentences, self.max_length, rows, vectors=vectors)
+
     def iter_layers(self, keyed_sentences):
         """Yields `(key, tokens, layers)` per sentence; `layers` `(L + 1, n, 2P)` float32."""
         for keys, sentences, layers in self.iter_batches(keyed_sentences):
-            for row, (key, tokens) in enumerate(zip(keys, sentences)):
-                yield key, tokens, layers[row, :, :len(tokens)]
+            yield from zip(keys, sentences, layers)
 
-    def _sorted_batches(self, keyed_sentences):
-        """`(keys, sentences)` per batch: windows read lazily, sorted by length."""
+    def _planned_calls(self, keyed_sentences):
+        """`(keys, sentences, rows)` per call: windows read lazily, each planned whole."""
         window = []
         limit = self.batch_size * self.sort_batches
         for item in keyed_sentences:
             window.append(item)
             if len(window) >= limit:
-                yield from self._window_batches(window)
+                yield from self._window_calls(window)
                 window = []
         if window:
-            yield from self._window_batches(window)
+            yield from self._window_calls(window)
 
-    def _window_batches(self, window):
-        """Batches of a window sorted by length, cut where `plan_batches` finds it cheapest:
-        `batch_size` sentences at most, and at most `max_tokens` padded positions (rows x
-        the longest row; windows count as rows)."""
-        window.sort(key=lambda item: len(item[1]))
-        lengths = [len(tokens) for _, tokens in window]
-        for start, stop in plan_batches(
-                [min(n, self.max_length) for n in lengths], self.batch_size, self.max_tokens,
-                rows=[num_windows(n, self.max_length) for n in lengths]):
-            yield ([key for key, _ in window[start:stop]],
-                   [tokens for _, tokens in window[start:stop]])
-
+    def _window_calls(self, window):
+        """The calls of a window (`plan_calls`), each with its sentences renumbered in the
+        call's order; empty sentences come with the first call (they run nothing)."""
+        calls = plan_calls([len(tokens) for _, tokens in window], self.batch_size,
+                           self.max_tokens, self.max_length)
+        empty = [index for index, (_, tokens) in enumerate(window) if not tokens]
+        if not calls:
+            calls = [[]]
+        for number, call in enumerate(calls):
+            members = list(dict.fromkeys(p.sentence for row in call for p in row))
+            if number == 0:
+                members += empty
+            local = {sentence: i for i, sentence in enumerate(members)}
+            rows = [[p._replace(sentence=local[p.sentence]) for p in row] for row in call]
+            yield ([window[i][0] for i in members], [window[i][1] for i in members], rows)

@@ -42,12 +42,12 @@ Rules:
   from the first line, and its first atomic write removes the killed run's temporary
   (`keras_elmo.process.atomic_file`). (An HDF5 file cut off by `kill -9` cannot be trusted
   to reopen, so nothing of it is reused.)
-- Batches: sentences sorted by length inside windows of `batch_size * 32` lines, cut
-  within `batch_size` sentences and `max_tokens` padded positions per biLM call where the
-  least work is (`keras_elmo.embedding.batch_plan`); the next batch runs in a worker thread while this one is written and more lines
-  are read (`BiLMRunner`). The char CNN runs once per distinct token of the file (or of a
-  vocabulary `token_cache`; `keras_elmo.embedding.token_cache`). One trace of each
-  function serves every batch shape.
+- Calls: windows of `batch_size * 32` lines are cut into biLM calls of at most
+  `batch_size` rows and `max_tokens` positions whose rows hold the sentences back to back,
+  each from a zero state (`keras_elmo.embedding.row_packing`); the next call runs in a
+  worker thread while this one is written and more lines are read (`BiLMRunner`). The
+  char CNN runs once per distinct token of the file (or of a vocabulary `token_cache`;
+  `keras_elmo.embedding.token_cache`). One trace of each function serves every call shape.
 - Input contract (docs/serving.md "Input contract"): one vector per token. A line that is not
   UTF-8 is refused, naming the line, the sentence and the token; a token longer than
   `max_characters_per_token - 2` bytes is cut there (docs/model.md section 1); a sentence
@@ -147,7 +147,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         bilm: a stateless `keras_elmo.BiLM`.
         input_path: UTF-8 text, one tokenised sentence per line.
         output_path: the .hdf5 file to write (replaced if it exists).
-        batch_size: int, most sentences per biLM call (64).
+        batch_size: int, most rows per biLM call (64; a row holds one sentence or several
+            short ones back to back).
         output: `"all"` (every layer), `"top"` (the top layer) or `"mixed"` (one mixed
             vector per token).
         mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
@@ -159,8 +160,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
         tokenizer: how a line becomes tokens, a name of `keras_elmo.text.tokenizers.TOKENIZERS`
             (the model's own, for the vectors to mean what they did in training).
         max_length: int, tokens per biLM window (512); longer sentences run in windows.
-        max_tokens: int >= 1, most padded token positions per biLM call (2048), or None for
-            no budget (only `batch_size` limits a batch).
+        max_tokens: int >= 1, most positions per biLM call (rows x steps, 8192), or None
+            for no budget (only `batch_size` limits the rows).
 
     Returns:
         dict: `sentences`, `tokens`, `empty_lines`, `distinct_sentences` (None without the
@@ -204,7 +205,7 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
             batches = stack.enter_context(contextlib.closing(runner.iter_batches(keyed)))
             for keys, sentences, layers in batches:
                 for row, (key, tokens) in enumerate(zip(keys, sentences)):
-                    vectors = layers[row, :, :len(tokens)]  # (L + 1, n, 2P)
+                    vectors = layers[row]  # (L + 1, n, 2P)
                     if output == "mixed":
                         vectors = mix_sentence(mix, vectors)  # (n, 2P)
                     elif output == "top":
@@ -221,6 +222,9 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
                     del texts[key]
                 stats["sentences"] += len(keys)
                 progress.update(sentences=len(keys), tokens=sum(map(len, sentences)))
+                # This call's outputs go now, not when the next call's arrive: two calls'
+                # outputs are never held while the next one runs.
+                layers = vectors = None
                 output_file.check()  # a full disk stops the run here, not at the end
             if index is not None:
                 stats["distinct_sentences"] = len(index)

@@ -55,7 +55,8 @@ class ElmoEmbedder:
             (`keras_elmo.load_bilm`); or None with the two files below.
         options_file: str, the biLM's options JSON (any name), with `weight_file`.
         weight_file: str, the biLM's weights HDF5 (any name), with `options_file`.
-        batch_size: int >= 1, default sentences per biLM call (64).
+        batch_size: int >= 1, default rows per biLM call (64; a row holds one sentence or
+            several short ones back to back, `keras_elmo.embedding.row_packing`).
         token_cache: the vocabulary whose char-CNN vectors are computed up front (the same
             numbers; every other token runs the char CNN once, when first met): True:
             `MODEL_DIR/vocab.txt` when present; False: none; or the path of a
@@ -70,8 +71,8 @@ class ElmoEmbedder:
             (docs/performance.md). The output arrays are float32 either way.
         max_length: int >= 1, tokens per biLM window (512): a longer sentence is embedded
             in windows of this many tokens, its vectors put back whole.
-        max_tokens: int >= 1, most padded token positions per biLM call (2048), bounding
-            the activations' memory; None for no budget (`batch_size` alone limits a batch).
+        max_tokens: int >= 1, most token positions per biLM call (rows x steps, 8192),
+            bounding the activations' memory; None for no budget (`batch_size` rows alone).
 
     Example (a tiny random biLM: `L + 1 = 3` layers of `2P = 16`):
     >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
@@ -138,9 +139,10 @@ class ElmoEmbedder:
             sentences: iterable of token lists (`str` or `bytes` tokens), or of sentences
                 as `str` or `bytes` (tokenised by the embedder's tokenizer, like the lines
                 of a file); read lazily.
-            batch_size: int, sentences per biLM call (default: the embedder's).
+            batch_size: int, rows per biLM call (default: the embedder's).
 
-        Sentences are batched by length internally, a few batches at a time.
+        Sentences are packed into biLM calls internally (`BiLMRunner`), a few calls' worth
+        at a time.
         """
         runner = self._runner(check_int("batch_size", batch_size or self.batch_size))
         window = runner.batch_size * runner.sort_batches

@@ -8,7 +8,7 @@ The query is one occurrence of `word` in a tokenised `sentence`. Two lists come 
   context-free: identical for every occurrence) is closest to the query word's. These do
   not change with the sentence.
 
-The corpus (one tokenised sentence per line) is streamed in length-sorted batches; only
+The corpus (one tokenised sentence per line) is streamed in packed calls (`BiLMRunner`); only
 the best `k` candidates, the type counts and their layer-0 vectors are kept. The query's
 own occurrence is left out if the corpus contains its sentence; other occurrences of the
 same word in other sentences are legitimate neighbours.
@@ -92,9 +92,9 @@ def find_neighbors(bilm, corpus_path, sentence, word, layer=None, k=10, occurren
     num_sentences = 0
     for keys, sentences, layers in runner.iter_batches(keyed):
         lengths = np.array([len(s) for s in sentences])
-        vectors = _unit(layers[:, layer])  # (b, T, 2P)
-        scores = vectors @ query  # (b, T)
-        scores[np.arange(scores.shape[1])[None, :] >= lengths[:, None]] = -np.inf
+        scores = np.full((len(sentences), max(lengths, default=0)), -np.inf, np.float32)
+        for row, found in enumerate(layers):  # (L + 1, n, 2P)
+            scores[row, :found.shape[1]] = _unit(found[layer]) @ query  # (n,)
         for row, (key, sentence_tokens) in enumerate(zip(keys, sentences)):
             counts.update(sentence_tokens)
             if sentence_tokens == tokens:  # the query itself is not its own neighbour

@@ -5,16 +5,18 @@ an embedder needs it once per word type, not once per occurrence. The cache keep
 vectors of a vocabulary (computed up front, as bilm-tf's `dump_token_embeddings` does, or
 read from a file) and of the tokens met since (up to `max_entries` of them), runs the char
 CNN only on tokens it has not seen, `batch_size` at a time, and the biLSTM from the vectors
-(`BiLM.layers_from_token_embeddings`). Text repeats its words, and the char CNN's largest
+over rows that hold the sentences back to back (`BiLM.layers_from_packed_token_embeddings`,
+laid out by `keras_elmo.embedding.row_packing`). Text repeats its words, and the char CNN's largest
 tensors (its convolutions before the max-pooling) are bounded by the chunk instead of
 growing with the batch. The outputs equal the char path's, `bilm(batch_to_ids(...))`, to
 float rounding (the tests hold them to 1e-5).
 
-The traced functions (the char CNN; the biLSTM for one-row batches and for the rest, the
-latter running over-long sentences in windows: `keras_elmo.text.sentence_windows`) are
-made once per biLM and shared by every cache of it. `ElmoEmbedder`, `keras-elmo embed` and
-`keras-elmo neighbors` freeze their biLM (`trainable=False`), so its one-row batches read
-the LSTM kernels from copies in the order one row reads fastest (`LSTMProjectionCell`).
+A sentence longer than `max_length` tokens runs as its windows, each a sequence of its own
+in the same call (`keras_elmo.text.sentence_windows`). The traced functions (the char CNN;
+the packed biLSTM for calls of one row and for the rest) are made once per biLM and shared
+by every cache of it. `ElmoEmbedder`, `keras-elmo embed` and `keras-elmo neighbors` freeze
+their biLM (`trainable=False`), so its one-row calls read the LSTM kernels from copies in
+the order one row reads fastest (`LSTMProjectionCell`).
 
 Example:
 >>> bilm = keras_elmo.BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
@@ -29,8 +31,8 @@ import weakref
 import numpy as np
 
 from keras_elmo.formats.token_cache import read_token_embeddings, write_token_embeddings
-from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
-                                              join_windows, split_windows)
+from keras_elmo.embedding.row_packing import Piece, piece_size, plan_calls
+from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length, num_windows
 from keras_elmo.validation import check_int
 
 #: Tokens per char-CNN call: bounds the char CNN's activations (its convolutions before the
@@ -75,7 +77,7 @@ class TokenEmbeddingCache:
 
     def __init__(self, bilm, tokens=(), embeddings=None, batch_size=DEFAULT_BATCH_SIZE,
                  max_entries=DEFAULT_MAX_ENTRIES):
-        if not hasattr(bilm, "layers_from_token_embeddings"):
+        if not hasattr(bilm, "layers_from_packed_token_embeddings"):
             raise ValueError("TokenEmbeddingCache needs a keras_elmo.BiLM; received "
                              f"{type(bilm).__name__}.")
         bilm.require_vocabulary("TokenEmbeddingCache")
@@ -145,6 +147,22 @@ class TokenEmbeddingCache:
             `(vectors, mask)`: float32 numpy `(batch, max_len, projection_dim)` (zero at
             padding) and bool `(batch, max_len)`.
         """
+        found = self.sentence_vectors(sentences)
+        max_len = max((len(v) for v in found), default=0)
+        vectors = np.zeros((len(found), max_len, self.projection_dim), np.float32)
+        mask = np.zeros((len(found), max_len), bool)
+        for row, sentence in enumerate(found):
+            vectors[row, :len(sentence)] = sentence
+            mask[row, :len(sentence)] = True
+        return vectors, mask
+
+    def sentence_vectors(self, sentences):
+        """Each sentence's token vectors, float32 numpy `(n, projection_dim)`: cached rows,
+        the char CNN for tokens not seen yet (`embed_tokens` without the padding).
+
+        Args:
+            sentences: list of sentences, each a list of `str` tokens (may be empty).
+        """
         if isinstance(sentences, (str, bytes)):
             raise ValueError("embed_tokens expects a list of sentences, each a list of "
                              "tokens; received a single string.")
@@ -159,26 +177,64 @@ class TokenEmbeddingCache:
         for token in new[:max(room, 0)]:
             self.index[token] = len(self._rows)
             self._rows.append(computed[token])
-        max_len = max((len(s) for s in sentences), default=0)
-        vectors = np.zeros((len(sentences), max_len, self.projection_dim), np.float32)
-        mask = np.zeros((len(sentences), max_len), bool)
-        for row, sentence in enumerate(sentences):
-            for column, token in enumerate(sentence):
-                position = self.index.get(token)
-                vectors[row, column] = (computed[token] if position is None
-                                        else self._rows[position])
-            mask[row, :len(sentence)] = True
+        empty = np.zeros((0, self.projection_dim), np.float32)
+        found = []
+        for sentence in sentences:
+            rows = [computed[token] if (position := self.index.get(token)) is None
+                    else self._rows[position] for token in sentence]
+            found.append(np.stack(rows) if rows else empty)
+        num_tokens = sum(map(len, sentences))
         num_new = sum(1 for s in sentences for t in s if t in computed)
         self.misses += num_new
-        self.hits += int(mask.sum()) - num_new
-        return vectors, mask
+        self.hits += num_tokens - num_new
+        return found
 
-    def layers(self, sentences, max_length=DEFAULT_MAX_LENGTH):
-        """float32 numpy `(batch, L + 1, max_len, 2P)` of tokenised sentences, zero past
-        each end, as `bilm(batch_to_ids(sentences))["layers"]`; a sentence longer than
-        `max_length` tokens runs in windows of that many (one call in all)."""
-        vectors, mask = self.embed_tokens(sentences)
-        return np.asarray(self._traced.layers(vectors, mask, check_max_length(max_length)))
+    def layers(self, sentences, max_length=DEFAULT_MAX_LENGTH, rows=None, vectors=None):
+        """Every sentence's layers, a float32 numpy `(L + 1, n, 2P)` each (`(L + 1, 0, 2P)`
+        for an empty one), as `bilm(batch_to_ids([sentence]))["layers"][0]`, from one biLM
+        call whose rows hold the sentences back to back (`keras_elmo.embedding.row_packing`).
+
+        Args:
+            sentences: list of sentences, each a list of `str` tokens (may be empty).
+            max_length: int, tokens per biLM window (512): a longer sentence runs as
+                windows of that many tokens (`keras_elmo.text.sentence_windows`).
+            rows: the call's layout, a list of rows of `Piece`s whose `sentence` indexes
+                `sentences` (one call of `plan_calls`); None: planned here, at most a row
+                per piece.
+            vectors: the sentences' token vectors if the caller has them
+                (`sentence_vectors(sentences)`); None: looked up here.
+
+        Returns:
+            list of arrays, one per sentence; a sentence's array may be a view of the call's
+            outputs (they live as long as any of its sentences').
+        """
+        max_length = check_max_length(max_length)
+        if rows is None:
+            lengths = [len(s) for s in sentences]
+            pieces = sum(num_windows(n, max_length) for n in lengths if n)
+            # Sentences over max_length are calls of their own there: here, one call.
+            rows = [row for call in plan_calls(lengths, max_rows=max(pieces, 1),
+                                               max_positions=None, max_length=max_length)
+                    for row in call]
+        if vectors is None:
+            vectors = self.sentence_vectors(sentences)  # per sentence (n, P)
+        out = self._traced.packed_layers(vectors, rows)  # (R, L + 1, S, 2P)
+        results = [None] * len(sentences)
+        for row, pieces in enumerate(rows):
+            offset = 0
+            for piece in pieces:
+                found = out[row, :, offset + 1:offset + 1 + piece.stop - piece.start]
+                previous = results[piece.sentence]
+                results[piece.sentence] = (found if previous is None else
+                                           np.concatenate([previous, found], axis=1))
+                offset += piece_size(piece)
+        empty = (self._traced.num_output_layers, 0, self._traced.output_dim)
+        return [np.zeros(empty, np.float32) if r is None else r for r in results]
+
+    def warm_up(self, rows):
+        """Prepares the biLSTM's function for calls of `rows` rows (traced, and run once on
+        a tiny input), so that the first real call does not wait for it."""
+        self._traced.warm_up(rows)
 
     def __call__(self, sentences, max_length=DEFAULT_MAX_LENGTH):
         """The biLM's outputs for tokenised sentences, as `bilm(batch_to_ids(sentences))`.
@@ -189,9 +245,15 @@ class TokenEmbeddingCache:
         """
         import tensorflow as tf
 
-        vectors, mask = self.embed_tokens(sentences)
-        layers = self._traced.layers(vectors, mask, check_max_length(max_length))
-        return {"layers": layers, "mask": tf.convert_to_tensor(mask)}
+        layers = self.layers(sentences, max_length)
+        max_len = max((len(s) for s in sentences), default=0)
+        dense = np.zeros((len(sentences), self._traced.num_output_layers, max_len,
+                          self._traced.output_dim), np.float32)
+        mask = np.zeros((len(sentences), max_len), bool)
+        for row, found in enumerate(layers):
+            dense[row, :, :found.shape[1]] = found
+            mask[row, :found.shape[1]] = True
+        return {"layers": tf.convert_to_tensor(dense), "mask": tf.convert_to_tensor(mask)}
 
     # --- file -------------------------------------------------------------------------------
     def save(self, path):
@@ -231,14 +293,14 @@ class TokenEmbeddingCache:
 
 class _TracedBiLM:
     """A biLM's traced functions for the cache: `token_vectors(ids)` (the token encoder,
-    float32 out) and `layers(vectors, mask, max_length)` (the biLSTM from token vectors).
+    float32 out) and `packed_layers(vectors, rows)` (the biLSTM over rows of sentences
+    packed back to back, `BiLM.layers_from_packed_token_embeddings`).
 
-    `layers` runs one function for batches of one row, one for batches of several, and one
-    for batches holding a sentence longer than `max_length` (run in windows), each traced
-    once for every length on its first use: the one-row function holds only the one-row
-    loop (`ResidualBiLSTM` chooses its loop from the batch size traced), and only batches
-    that need windows pay for them. No autograph: the model's control flow is TensorFlow
-    ops already. The biLM is held weakly (`_TRACED` is keyed by it).
+    The packed biLSTM runs one function for calls of one row and one for calls of several,
+    each traced once for every shape: the one-row function holds only the one-row loop
+    (`ResidualBiLSTM` chooses its loop from the batch size traced). No autograph: the
+    model's control flow is TensorFlow ops already. The biLM is held weakly (`_TRACED` is
+    keyed by it).
     """
 
     def __init__(self, bilm):
@@ -247,49 +309,74 @@ class _TracedBiLM:
         model = weakref.ref(bilm)
         self.num_output_layers, self.output_dim = bilm.num_output_layers, bilm.output_dim
         chars, dim = bilm.options.max_characters_per_token, bilm.options.projection_dim
+        self.projection_dim = dim
 
         def token_vectors(ids):  # char ids, or a word model's dict
             return tf.cast(model().token_embeddings(ids), tf.float32)  # (batch, T, P)
 
-        def layers(vectors, mask):
-            return model().layers_from_token_embeddings(vectors, mask)["layers"]
+        def packed(vectors, mask, starts, boundaries):
+            return model().layers_from_packed_token_embeddings(vectors, mask, starts,
+                                                               boundaries)
 
-        def windowed(vectors, mask, max_length):
-            lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
-            window_vectors, window_lengths, firsts = split_windows(vectors, lengths, max_length)
-            window_mask = tf.sequence_mask(window_lengths, tf.shape(window_vectors)[1])
-            out = layers(window_vectors, window_mask)  # (W, L + 1, window_steps, 2P)
-            joined = join_windows(tf.transpose(out, (0, 2, 1, 3)), firsts, lengths,
-                                  max_length)  # (batch, T, L + 1, 2P)
-            return tf.transpose(joined, (0, 2, 1, 3))  # (batch, L + 1, T, 2P)
-
-        vectors_spec = tf.TensorSpec([None, None, dim], tf.float32)
-        mask_spec = tf.TensorSpec([None, None], tf.bool)
         ids_spec = tf.TensorSpec([None, None, chars], tf.int32)
         if bilm.word_embedder is not None:
             ids_spec = {"char_ids": ids_spec, "word_ids": tf.TensorSpec([None, None], tf.int32)}
         self.token_vectors = tf.function(token_vectors, input_signature=[ids_spec],
                                          autograph=False)
-        self._one_row = tf.function(
-            layers, input_signature=[tf.TensorSpec([1, None, dim], tf.float32),
-                                     tf.TensorSpec([1, None], tf.bool)], autograph=False)
-        self._rows = tf.function(layers, input_signature=[vectors_spec, mask_spec],
-                                 autograph=False)
-        self._windowed = tf.function(
-            windowed, input_signature=[vectors_spec, mask_spec, tf.TensorSpec([], tf.int32)],
-            autograph=False)
 
-    def layers(self, vectors, mask, max_length):
-        """float32 `(batch, L + 1, T, 2P)` from numpy `(batch, T, P)` vectors and
-        `(batch, T)` mask, zero past each row's end."""
-        import tensorflow as tf
+        def packed_function(rows):
+            return tf.function(packed, autograph=False, input_signature=[
+                tf.TensorSpec([rows, None, dim], tf.float32),
+                tf.TensorSpec([rows, None], tf.bool), tf.TensorSpec([rows, None], tf.bool),
+                tf.TensorSpec([2, dim], tf.float32)])
 
-        batch, steps = mask.shape
-        if steps == 0:  # nothing to run
-            return tf.zeros((batch, self.num_output_layers, 0, self.output_dim))
-        if steps > max_length:
-            return self._windowed(vectors, mask, max_length)
-        return (self._one_row if batch == 1 else self._rows)(vectors, mask)
+        self._one_row, self._rows = packed_function(1), packed_function(None)
+        self._boundary_ids = bilm.boundary_token_ids()
+
+    def warm_up(self, rows):
+        """Traces the packed function a call of `rows` rows runs, and runs it once on a
+        tiny input: TensorFlow prepares a function's graph at its first call, whatever the
+        shapes (`BiLMRunner` does this beside the first call's char CNN)."""
+        size = 1 if rows == 1 else 2
+        steps = 2 * piece_size(Piece(0, 0, 1))  # two one-token sentences per row
+        starts = np.zeros((size, steps), bool)
+        starts[:, ::steps // 2] = True
+        self.packed(np.zeros((size, steps, self.projection_dim), np.float32),
+                    np.ones((size, steps), bool), starts)
+
+    def packed(self, vectors, mask, starts):
+        """`packed_layers` of a call already laid out: float32 numpy `(R, S, P)` token
+        vectors, bool `(R, S)` mask and sequence starts."""
+        function = self._one_row if len(mask) == 1 else self._rows
+        # The frame's vectors by the traced token encoder (the weights as they are now),
+        # so the biLSTM's function holds no copy of the token encoder's graph.
+        boundaries = self.token_vectors(self._boundary_ids)[0]  # (2, P)
+        return np.asarray(function(vectors, mask, starts, boundaries))
+
+    def packed_layers(self, vectors, rows):
+        """float32 numpy `(R, L + 1, S, 2P)` of one call.
+
+        Args:
+            vectors: per sentence its token vectors, float32 `(n, P)`.
+            rows: the call's rows, each a list of `Piece`s (their `sentence` indexes
+                `vectors`), in row order.
+        """
+        steps = max((sum(piece_size(p) for p in row) for row in rows), default=0)
+        if not steps:  # nothing to run
+            return np.zeros((len(rows), self.num_output_layers, 0, self.output_dim), np.float32)
+        packed = np.zeros((len(rows), steps, self.projection_dim), np.float32)
+        mask = np.zeros((len(rows), steps), bool)
+        starts = np.zeros((len(rows), steps), bool)
+        for row, pieces in enumerate(rows):
+            offset = 0
+            for piece in pieces:  # `<S>` at offset, the tokens, then `</S>`
+                size = piece_size(piece)
+                packed[row, offset + 1:offset + size - 1] = \
+                    vectors[piece.sentence][piece.start:piece.stop]
+                starts[row, offset] = True
+                offset += size
+            mask[row, :offset] = True
+        return self.packed(packed, mask, starts)
 
 
 def _traced(bilm):

@@ -103,7 +103,7 @@ def test_token_cache_of_a_word_model_equals_the_model(bilms):
     sentences = [["the", "北京", "zebra", "x" * 60], ["猫"], []]
     layers = cache.layers(sentences)
     for i, expected in enumerate(eager(bilm, sentences)):
-        np.testing.assert_allclose(layers[i, :, :len(sentences[i])], expected, atol=ATOL)
+        np.testing.assert_allclose(layers[i], expected, atol=ATOL)
     assert cache.misses == 3 and cache.hits == 2
 
 

@@ -138,8 +138,11 @@ def test_input_is_streamed_in_windows(model):
             yield i, ["w"] * (10 - i)
 
     first_keys, _, first_layers = next(runner.iter_batches(lines()))
-    assert len(consumed) == 4  # one window read, not the whole input
-    assert first_keys == [3, 2] and first_layers.shape == (2, 3, 8, 16)  # shortest first
+    # two windows read (the next call is planned while this one is handed back), not the
+    # whole input; the first call holds the first window, the longest sentence first
+    assert len(consumed) == 8
+    assert sorted(first_keys) == [0, 1, 2, 3] and first_keys[0] == 0
+    assert [layers.shape for layers in first_layers] == [(3, 10 - k, 16) for k in first_keys]
     keys = [key for key, _, _ in runner.iter_layers(lines())]
     assert sorted(keys) == list(range(10))
 
@@ -203,18 +206,21 @@ def test_console_exit_code_and_stderr_in_a_subprocess(tmp_path, text_file):
 
 
 def test_length_sorting_changes_nothing_but_the_order(model, tmp_path):
-    """Sorting a window by length regroups the batches; each line keeps its own vectors
-    (same as running it alone, and as file-order batches) under its own key."""
+    """Packing a window regroups the sentences into calls; each line keeps its own vectors
+    (same as running it alone, and as file-order calls) under its own key."""
     _, bilm = model
     lengths = [7, 1, 5, 0, 9, 2, 6, 3, 8, 4, 1, 9]
     lines = [" ".join(f"w{i}x{k}" for k in range(n)) for i, n in enumerate(lengths)]
     keyed = [(i, line.split()) for i, line in enumerate(lines)]
     file_order = {k: v for k, _, v in BiLMRunner(bilm, batch_size=3, sort_batches=1)
                   .iter_layers(keyed)}
-    runner = BiLMRunner(bilm, batch_size=3, sort_batches=4)  # one window of 12: sorted
+    runner = BiLMRunner(bilm, batch_size=3, sort_batches=4)  # one window of 12: packed
     batches = list(runner.iter_batches(keyed))
-    assert [len(s) for _, sentences, _ in batches for s in sentences] == sorted(lengths)
-    assert batches[0][2].shape[2] == 1 and batches[-1][2].shape[2] == 9  # padding follows
+    assert sorted(k for keys, _, _ in batches for k in keys) == list(range(12))
+    for keys, sentences, layers in batches:  # each sentence's own layers, no padding
+        assert [found.shape for found in layers] == [(3, lengths[k], 16) for k in keys]
+        for key, found in zip(keys, layers):
+            np.testing.assert_allclose(found, file_order[key], atol=ATOL, rtol=0)
     path = tmp_path / "lines.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = str(tmp_path / "out.hdf5")

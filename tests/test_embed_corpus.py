@@ -1,5 +1,6 @@
-"""Issue 27's corpus embedder: token-budget batches, equality with one-by-one embedding,
-one trace, the progress line and closing line, `--quiet`, and a clean restart after a kill."""
+"""Issue 27's corpus embedder: packed calls within the budget, equality with one-by-one
+embedding, one trace, the progress line and closing line, `--quiet`, and a clean restart
+after a kill."""
 
 import io
 import os
@@ -44,26 +45,32 @@ def corpus(tmp_path):
     return str(path), lines
 
 
-def test_batches_keep_to_the_token_budget_and_the_sentence_cap(model):
+def test_calls_keep_to_the_budget_and_the_rows(model):
     _, embedder = model
     keyed = [(i, ["t"] * n) for i, n in enumerate(LENGTHS)]
-    runner = BiLMRunner(embedder.bilm, batch_size=4, sort_batches=8, max_tokens=10,
+    runner = BiLMRunner(embedder.bilm, batch_size=4, sort_batches=8, max_tokens=14,
                         max_length=5)
-    batches = [(keys, sentences) for keys, sentences in runner._sorted_batches(keyed)]
-    assert sorted(k for keys, _ in batches for k in keys) == list(range(len(LENGTHS)))
-    for _, sentences in batches:
-        rows = sum(max(-(-len(s) // 5), 1) for s in sentences)  # windows of 5 are rows
-        width = min(max(len(s) for s in sentences), 5)
-        assert len(sentences) <= 4
-        assert rows * width <= 10 or len(sentences) == 1, [len(s) for s in sentences]
-    # Sorted by length inside the window, so consecutive batches never overlap in length.
-    flat = [len(s) for _, sentences in batches for s in sentences]
-    assert flat == sorted(flat)
-    # Without a budget the sentence cap and the plan cut: the window's shortest three
-    # (lengths 0-1) run apart from the next four rather than padded to their width.
-    plain = list(BiLMRunner(embedder.bilm, batch_size=4, sort_batches=8)._sorted_batches(keyed))
-    assert [[len(s) for s in sentences] for _, sentences in plain] == [
-        [0, 1, 1], [2, 2, 3, 3], [4, 5, 6, 7], [8, 9, 9, 12]]
+    calls = list(runner._planned_calls(keyed))
+    keys = [k for call_keys, _, _ in calls for k in call_keys]
+    assert sorted(keys) == list(range(len(LENGTHS)))  # every sentence once, empty ones too
+    for call_keys, sentences, rows in calls:
+        assert [len(s) for s in sentences] == [LENGTHS[k] for k in call_keys]
+        filled = [sum(p.stop - p.start + 2 for p in row) for row in rows]
+        assert len(rows) <= 4
+        assert len(rows) * max(filled, default=0) <= 14 or len(rows) == 1 or all(
+            p.sentence == rows[0][0].sentence for row in rows for p in row), filled
+        # every token of the call's sentences in exactly one piece, windows in order
+        for index, sentence in enumerate(sentences):
+            pieces = [(p.start, p.stop) for row in rows for p in row if p.sentence == index]
+            assert pieces == windows(len(sentence), 5)[:len(pieces)]
+            assert sum(b - a for a, b in pieces) == len(sentence)
+    # Without a budget one call of 4 rows holds the window, rows nearly full: 15 sentences
+    # (14 with tokens, 69 tokens and 28 frame positions: 25 steps at best) in 4 rows of at
+    # most 26 steps.
+    (_, sentences, rows), = BiLMRunner(embedder.bilm, batch_size=4, sort_batches=8,
+                                        max_tokens=None)._planned_calls(keyed)
+    assert len(sentences) == 15 and len(rows) == 4
+    assert max(sum(p.stop - p.start + 2 for p in row) for row in rows) <= 26
 
 
 @pytest.mark.parametrize("max_tokens, max_length", [(None, 512), (12, 512), (6, 4)])
@@ -94,13 +101,21 @@ def test_token_cache_encodes_each_distinct_token_once_within_its_bound(model):
     sentences = [["a", "b", "a"], ["b", "c"], [], ["a", "d", "e", "f"]]
     reference = np.asarray(embedder.bilm(keras_elmo.batch_to_ids(sentences))["layers"])
     memo = TokenEmbeddingCache(embedder.bilm, max_entries=4, batch_size=2)
-    np.testing.assert_allclose(memo.layers(sentences[:2]), np.asarray(embedder.bilm(
-        keras_elmo.batch_to_ids(sentences[:2]))["layers"]), atol=ATOL, rtol=0)
+
+    def check(found, expected):  # one (L + 1, n, 2P) per sentence against the dense rows
+        assert len(found) == len(expected)
+        for row, layers in enumerate(found):
+            n = layers.shape[1]
+            np.testing.assert_allclose(layers, expected[row, :, :n], atol=ATOL, rtol=0)
+            assert not expected[row, :, n:].any()
+
+    check(memo.layers(sentences[:2]), reference[:2])
     assert memo.computed == 3 and len(memo) == 3  # a, b, c
-    np.testing.assert_allclose(memo.layers(sentences), reference, atol=ATOL, rtol=0)
+    check(memo.layers(sentences), reference)
     assert memo.computed == 6 and len(memo) == 4  # d, e, f new; room for one of them
     memo.layers([["e", "f"]])
     assert memo.computed == 8  # not kept: computed again, still right
+    np.testing.assert_allclose(memo(sentences)["layers"], reference, atol=ATOL, rtol=0)
     with pytest.raises(ValueError, match="batch_size must be a positive int; received 0"):
         TokenEmbeddingCache(embedder.bilm, batch_size=0)
 
@@ -110,13 +125,13 @@ def test_one_trace_for_every_batch_shape(model, corpus, tmp_path):
     _, embedder = model
     path, _ = corpus
     traced = BiLMRunner(embedder.bilm).token_cache._traced
-    functions = traced.token_vectors, traced._rows, traced._one_row, traced._windowed
+    functions = traced.token_vectors, traced._rows, traced._one_row
     for max_tokens, max_length in ((None, 512), (7, 3), (20, 2)):
         embed_file(embedder.bilm, path, str(tmp_path / f"o{max_tokens}.hdf5"), batch_size=3,
                    progress=False, max_tokens=max_tokens, max_length=max_length)
-    # the biLSTM: one trace for several rows, one for a batch of one row (budget 7), one
-    # for batches with sentences in windows
-    assert [f.experimental_get_tracing_count() for f in functions] == [1, 1, 1, 1]
+    # the biLSTM: one trace for several rows, one for calls of one row (budget 7: pieces
+    # of up to 5 positions, one row each); windows are pieces like any other
+    assert [f.experimental_get_tracing_count() for f in functions] == [1, 1, 1]
 
 
 class _Terminal(io.StringIO):
@@ -130,7 +145,8 @@ def test_progress_on_a_terminal_shows_rate_and_eta(model, corpus, tmp_path):
     stream = _Terminal()
     meter = Progress(len(lines), label="embed", stream=stream)
     meter.interval = 0.0  # every batch, for the test
-    embed_file(embedder.bilm, path, str(tmp_path / "o.hdf5"), batch_size=2, progress=meter)
+    embed_file(embedder.bilm, path, str(tmp_path / "o.hdf5"), batch_size=2, progress=meter,
+               max_tokens=12)  # several calls
     text = stream.getvalue()
     updates = [part for part in text.split("\r") if part.strip()]
     assert len(updates) >= 3

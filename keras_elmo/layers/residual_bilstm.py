@@ -143,11 +143,17 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_h.assign(tf.zeros_like(self.state_h))
             self.state_c.assign(tf.zeros_like(self.state_c))
 
-    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False):
+    def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
+             sequence_starts=None):
         if skip_boundary_steps and self.stateful:
             raise ValueError("skip_boundary_steps=True needs a stateless ResidualBiLSTM: a "
                              "stateful one carries the state after every row's last step; "
                              "received stateful=True.")
+        if sequence_starts is not None and (self.stateful or skip_boundary_steps):
+            raise ValueError("sequence_starts (rows holding several sequences) needs a "
+                             "stateless ResidualBiLSTM without skip_boundary_steps; received "
+                             f"stateful={self.stateful}, "
+                             f"skip_boundary_steps={bool(skip_boundary_steps)}.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
         static_batch = inputs.shape[0]
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
@@ -159,7 +165,12 @@ class ResidualBiLSTM(keras.layers.Layer):
         # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
         num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
         initial = self._initial_states(batch)
-        sequence_gradient = bool(training) and not self.stateful
+        # The hand-written backward pass knows no sequence starts: packed rows train through
+        # autodiff of the plain loop.
+        sequence_gradient = bool(training) and not self.stateful and sequence_starts is None
+        keeps = (None if sequence_starts is None else
+                 _state_keeps(tf.cast(sequence_starts, tf.bool), mask, lengths,
+                              self.compute_dtype))
         finals = []
         # Feature-major inside, (features, T, batch): every product is `W @ x` (see
         # LSTMProjectionCell) and a step's slice of the gates is (4U, batch).
@@ -178,7 +189,7 @@ class ResidualBiLSTM(keras.layers.Layer):
                 # Read once per trace (a frozen encoder's one-row copies: LSTMProjectionCell).
                 kernels = [cell.step_kernels(static_batch) for cell in cells]
                 hs, states = _run_cells(cells, kernels, dropped, lengths, initial[layer],
-                                        self.stateful)
+                                        self.stateful, keeps)
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
@@ -257,7 +268,36 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
-def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length):
+def sequence_ends(starts, lengths):
+    """bool `(batch, T)`, True at the last position of each sequence of rows that hold
+    several back to back: just before the next start, and at each row's last real position.
+
+    Args:
+        starts: bool `(batch, T)`, True where a sequence begins (real positions only).
+        lengths: int32 `(batch,)`, real positions per row (first in each row).
+    """
+    positions = tf.range(tf.shape(starts)[1])[tf.newaxis, :]  # (1, T)
+    following = tf.pad(starts[:, 1:], [[0, 0], [0, 1]])  # a start comes next
+    return tf.logical_or(tf.logical_and(following, positions < lengths[:, tf.newaxis]),
+                         tf.equal(positions, lengths[:, tf.newaxis] - 1))
+
+
+def _state_keeps(starts, mask, lengths, dtype):
+    """`[forward, backward]` `(T, batch)` of 0 where that direction's state is zeroed before
+    the step (a sequence begins there in its reading order), 1 elsewhere.
+
+    A backward sequence begins where a forward one ends (`sequence_ends`); the backward
+    keeps are in the backward reading order (each row reversed within its length, as its
+    inputs are).
+    """
+    starts = tf.logical_and(starts, mask)  # (batch, T)
+    ends = tf.reverse_sequence(sequence_ends(starts, lengths), lengths, seq_axis=1,
+                               batch_axis=0)
+    return [tf.transpose(1 - tf.cast(begins, dtype)) for begins in (starts, ends)]
+
+
+def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length,
+               keeps=None):
     """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
     differentiates it).
 
@@ -275,6 +315,8 @@ def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_len
         initial_states: list of `(h, c)`, one per cell, `(P, batch)` and `(U, batch)`.
         freeze_after_length: keep each row's state fixed after its last real step, so the
             final state is the one at `lengths - 1` (needed only when state is carried).
+        keeps: None, or per cell a `(T, batch)` factor of the state before each step (0
+            where a new sequence begins in the row: `_state_keeps`).
 
     Returns:
         `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
@@ -301,7 +343,11 @@ def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_len
 
         def step_body(t, states, outputs):
             new_states, new_outputs = [], []
-            for cell, kernel, gate, state, out in zip(cells, kernels, gates, states, outputs):
+            for k, (cell, kernel, gate, state, out) in enumerate(
+                    zip(cells, kernels, gates, states, outputs)):
+                if keeps is not None:  # a new sequence begins here: from a zero state
+                    keep = keeps[k][t][tf.newaxis, :]  # (1, batch)
+                    state = (state[0] * keep, state[1] * keep)
                 h, c = cell.step_values(step_gates(gate, t), state, kernel)[:2]
                 new_outputs.append(out.write(t, h))
                 if freeze_after_length:

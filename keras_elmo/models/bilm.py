@@ -11,7 +11,7 @@ from keras import ops
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.text.characters import token_mask
 from keras_elmo.formats.options import as_options
-from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
+from keras_elmo.layers.residual_bilstm import ResidualBiLSTM, sequence_ends
 from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
 from keras_elmo.layers.word_embedding import WordEmbedding
 from keras_elmo.layers.zero_init import rebuild_config
@@ -230,7 +230,7 @@ class BiLM(keras.Model):
         """
         mask = ops.cast(mask, "bool")
         embeddings = ops.cast(token_embeddings, self.compute_dtype)
-        boundaries = self._boundary_token_vectors()  # (2, P)
+        boundaries = self.boundary_token_embeddings()  # (2, P)
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
         padded = ops.pad(embeddings, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, P)
         positions = ops.arange(ops.shape(padded)[1])[None, :]  # (1, T + 2)
@@ -246,6 +246,75 @@ class BiLM(keras.Model):
         remove_boundaries = self.get_layer("remove_sentence_boundaries")
         layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
         return {"layers": layers, "mask": mask}
+
+    def layers_from_packed_token_embeddings(self, token_embeddings, mask, sequence_starts,
+                                            boundary_embeddings=None):
+        """The biLM's layers over rows that hold several sentences back to back.
+
+        A row holds one or more sequences `<S> t1 ... tn </S>` one after the other: the
+        caller gives the tokens' vectors at their positions and marks where each sequence
+        begins; this puts the `<S>` and `</S>` vectors at each sequence's first and last
+        position (whatever the caller left there) and runs the biLSTM from a zero state at
+        every sequence in both directions (`ResidualBiLSTM`'s `sequence_starts`), so every
+        sentence's layers are those of running it alone, and short sentences share a row
+        instead of padding to the longest (`keras_elmo.embedding.row_packing`). Nothing is
+        removed: the caller reads each sentence's tokens between its frame.
+
+        Args:
+            token_embeddings: float `(rows, S, projection_dim)`: the tokens' vectors (no
+                frame) at their positions; values at frame positions and past each row's
+                end are ignored.
+            mask: bool `(rows, S)`, True on the rows' positions (first in each row).
+            sequence_starts: bool `(rows, S)`, True at each sequence's `<S>`; a sequence
+                ends with its `</S>` just before the next start, or at its row's end.
+            boundary_embeddings: `(2, projection_dim)`, the `<S>` and `</S>` vectors if the
+                caller has them (`boundary_token_embeddings()`, or the token encoder run on
+                `boundary_token_ids()`); None: computed here.
+
+        Returns:
+            float32 `(rows, L + 1, S, 2 * projection_dim)`: layer 0 `[x; x]`, then the
+            biLSTM's layers; zero past each row's end.
+
+        Example:
+        >>> x = bilm.token_embeddings(keras_elmo.batch_to_ids([["a", "b"]]))[0]  # (2, P)
+        >>> zero = ops.zeros_like(x[0])
+        >>> row = ops.stack([zero, x[0], x[1], zero, zero, x[1], zero])[None]  # "a b", "b"
+        >>> starts = np.array([[1, 0, 0, 0, 1, 0, 0]], bool)
+        >>> out = bilm.layers_from_packed_token_embeddings(row, np.ones((1, 7), bool), starts)
+        >>> out.shape  # (1, L + 1, 7, 2P): [:, :, 1:3] is "a b", [:, :, 5:6] is "b"
+        """
+        if self.stateful:
+            raise ValueError("layers_from_packed_token_embeddings needs a stateless BiLM (a "
+                             "stateful one carries each row's state to the next call); "
+                             "received stateful=True.")
+        mask = ops.cast(mask, "bool")
+        starts = ops.logical_and(ops.cast(sequence_starts, "bool"), mask)
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (rows,)
+        ends = sequence_ends(starts, lengths)
+        boundaries = (self.boundary_token_embeddings() if boundary_embeddings is None else
+                      ops.cast(boundary_embeddings, self.compute_dtype))  # (2, P)
+        framed = ops.cast(token_embeddings, self.compute_dtype)
+        framed = ops.where(ends[..., None], boundaries[1], framed)
+        framed = ops.where(starts[..., None], boundaries[0], framed)
+        framed = ops.where(mask[..., None], framed, ops.zeros_like(framed))  # (R, S, P)
+        lstm_layers = self.contextual_encoder(framed, mask=mask,
+                                              sequence_starts=starts)  # (R, L, S, 2P)
+        layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (R, 1, S, 2P)
+        return ops.cast(ops.concatenate([layer0, lstm_layers], axis=1), "float32")
+
+    def boundary_token_embeddings(self):
+        """The `<S>` and `</S>` token vectors (layer 0's `x` of the frame), `(2, P)`."""
+        return self.token_embeddings(self.boundary_token_ids())[0]
+
+    def boundary_token_ids(self):
+        """The model's inputs for the two tokens `<S>` `</S>`, as `batch_to_ids` gives them:
+        char ids `(1, 2, max_characters_per_token)`, or a word model's dict with word ids
+        `(1, 2)` beside (int32 tensors)."""
+        char_ids = ops.convert_to_tensor([list(self.options.boundary_char_ids)], "int32")
+        if self.word_embedder is None:
+            return char_ids
+        return {"char_ids": char_ids, "word_ids": ops.convert_to_tensor(
+            [list(self.options.boundary_word_ids)], "int32")}
 
     def batch_to_ids(self, sentences):
         """The model's inputs for tokenised sentences (numpy; no TensorFlow op).
@@ -321,15 +390,6 @@ class BiLM(keras.Model):
             raise ValueError(f"This BiLM takes the keys {sorted(expected)}; received "
                              f"{sorted(inputs)}.")
         return inputs["char_ids"], inputs.get("word_ids")
-
-    def _boundary_token_vectors(self):
-        """The `<S>` and `</S>` token vectors, `(2, P)`."""
-        inputs = {"char_ids": ops.convert_to_tensor([list(self.options.boundary_char_ids)],
-                                                    "int32")}  # (1, 2, chars)
-        if self.word_embedder is not None:
-            inputs["word_ids"] = ops.convert_to_tensor([list(self.options.boundary_word_ids)],
-                                                       "int32")  # (1, 2)
-        return self.token_embeddings(inputs)[0]  # (2, P)
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful biLM (no-op when stateless)."""
