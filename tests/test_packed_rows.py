@@ -125,6 +125,14 @@ def test_refused_with_state_or_skipped_steps(loaded):
         bilm.contextual_encoder(x, mask=mask, sequence_starts=starts, skip_boundary_steps=True)
 
 
+def test_a_stateful_bilm_is_refused():
+    bilm = BiLM(weight_fixtures.make_options(), stateful=True)
+    x, mask, starts, _ = _packed(LAYOUT, seed=7)
+    with pytest.raises(ValueError, match="sequence_starts .* needs a stateless "
+                                         "ResidualBiLSTM .* received stateful=True"):
+        bilm.layers_from_packed_token_embeddings(x, mask, starts)
+
+
 def test_bilm_frames_each_sentence_itself(loaded):
     """Token vectors at their positions, garbage at the frame: each sentence's layers are
     the reference's of that sentence alone (`<S>`/`</S>` added by the model), with the

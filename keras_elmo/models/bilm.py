@@ -251,14 +251,11 @@ class BiLM(keras.Model):
                                             boundary_embeddings=None):
         """The biLM's layers over rows that hold several sentences back to back.
 
-        A row holds one or more sequences `<S> t1 ... tn </S>` one after the other: the
-        caller gives the tokens' vectors at their positions and marks where each sequence
-        begins; this puts the `<S>` and `</S>` vectors at each sequence's first and last
-        position (whatever the caller left there) and runs the biLSTM from a zero state at
-        every sequence in both directions (`ResidualBiLSTM`'s `sequence_starts`), so every
-        sentence's layers are those of running it alone, and short sentences share a row
-        instead of padding to the longest (`keras_elmo.embedding.row_packing`). Nothing is
-        removed: the caller reads each sentence's tokens between its frame.
+        A row holds sequences `<S> t1 ... tn </S>` one after the other: the caller places
+        the tokens' vectors and marks each sequence's start; this puts the frame's vectors
+        at each sequence's ends and runs the biLSTM from a zero state at every sequence
+        (`ResidualBiLSTM`'s `sequence_starts`): each sentence's layers are its own alone
+        (`keras_elmo.embedding.row_packing`). Every position is returned, the frame too.
 
         Args:
             token_embeddings: float `(rows, S, projection_dim)`: the tokens' vectors (no
@@ -277,17 +274,12 @@ class BiLM(keras.Model):
 
         Example:
         >>> x = bilm.token_embeddings(keras_elmo.batch_to_ids([["a", "b"]]))[0]  # (2, P)
-        >>> zero = ops.zeros_like(x[0])
-        >>> row = ops.stack([zero, x[0], x[1], zero, zero, x[1], zero])[None]  # "a b", "b"
+        >>> row = ops.stack([x[0], x[0], x[1], x[0], x[0], x[1], x[0]])[None]  # "a b", "b"
         >>> starts = np.array([[1, 0, 0, 0, 1, 0, 0]], bool)
         >>> out = bilm.layers_from_packed_token_embeddings(row, np.ones((1, 7), bool), starts)
         >>> out.shape  # (1, L + 1, 7, 2P): [:, :, 1:3] is "a b", [:, :, 5:6] is "b"
         """
-        if self.stateful:
-            raise ValueError("layers_from_packed_token_embeddings needs a stateless BiLM (a "
-                             "stateful one carries each row's state to the next call); "
-                             "received stateful=True.")
-        mask = ops.cast(mask, "bool")
+        mask = ops.cast(mask, "bool")  # (a stateful encoder refuses sequence_starts)
         starts = ops.logical_and(ops.cast(sequence_starts, "bool"), mask)
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (rows,)
         ends = sequence_ends(starts, lengths)
@@ -297,8 +289,7 @@ class BiLM(keras.Model):
         framed = ops.where(ends[..., None], boundaries[1], framed)
         framed = ops.where(starts[..., None], boundaries[0], framed)
         framed = ops.where(mask[..., None], framed, ops.zeros_like(framed))  # (R, S, P)
-        lstm_layers = self.contextual_encoder(framed, mask=mask,
-                                              sequence_starts=starts)  # (R, L, S, 2P)
+        lstm_layers = self.contextual_encoder(framed, mask=mask, sequence_starts=starts)
         layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (R, 1, S, 2P)
         return ops.cast(ops.concatenate([layer0, lstm_layers], axis=1), "float32")
 
