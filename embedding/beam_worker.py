@@ -10,8 +10,9 @@ process, one per thread; they all get the same model).
 A worker is `embed` inside: an `ElmoEmbedder` (`keras_elmo.load_bilm`, frozen; the token
 cache of the model's vocab.txt or `--vocab`) and a `BiLMRunner` with `embed`'s batching
 (windows of `batch_size * 32` sentences packed into calls of `batch_size` rows within the
-`max_tokens` budget, windows of `max_length` tokens), the same tokenizer and the same output layers (`all`, `top`,
-`average`, `mixed`), so its vectors are those of `keras-elmo embed` to float rounding.
+`max_tokens` budget, windows of `max_length` tokens), the same tokenizer and the same output
+layers (`all`, `top`, `average`, `mixed`), so its vectors are those of `keras-elmo embed` to
+float rounding.
 
 The worker's thread layout (`settings.thread_layout`, `(intra_op, inter_op)`) is applied to
 TensorFlow's variables before TensorFlow starts in the process, replacing what the process

@@ -34,7 +34,7 @@ from keras_elmo.embedding.token_cache import TokenEmbeddingCache
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.validation import check_int
 
-#: Windows of `batch_size` sentences planned together.
+#: Sentences planned together, in multiples of `batch_size`.
 DEFAULT_SORT_BATCHES = 32
 #: Positions per biLM call (`--max-tokens`): 64 rows of 128 steps. A larger budget holds
 #: more activations for little more speed, a smaller one runs fewer rows per recurrent

@@ -6,10 +6,10 @@ vectors of a vocabulary (computed up front, as bilm-tf's `dump_token_embeddings`
 read from a file) and of the tokens met since (up to `max_entries` of them), runs the char
 CNN only on tokens it has not seen, `batch_size` at a time, and the biLSTM from the vectors
 over rows that hold the sentences back to back (`BiLM.layers_from_packed_token_embeddings`,
-laid out by `keras_elmo.embedding.row_packing`). Text repeats its words, and the char CNN's largest
-tensors (its convolutions before the max-pooling) are bounded by the chunk instead of
-growing with the batch. The outputs equal the char path's, `bilm(batch_to_ids(...))`, to
-float rounding (the tests hold them to 1e-5).
+laid out by `keras_elmo.embedding.row_packing`). Text repeats its words, and the char
+CNN's largest tensors (its convolutions before the max-pooling) are bounded by the chunk
+instead of growing with the batch. The outputs equal the char path's,
+`bilm(batch_to_ids(...))`, to float rounding (the tests hold them to 1e-5).
 
 A sentence longer than `max_length` tokens runs as its windows, each a sequence of its own
 in the same call (`keras_elmo.text.sentence_windows`). The traced functions (the char CNN;
@@ -164,8 +164,8 @@ class TokenEmbeddingCache:
             sentences: list of sentences, each a list of `str` tokens (may be empty).
         """
         if isinstance(sentences, (str, bytes)):
-            raise ValueError("embed_tokens expects a list of sentences, each a list of "
-                             "tokens; received a single string.")
+            raise ValueError("Expected a list of sentences, each a list of tokens; received "
+                             "a single string.")
         for row, sentence in enumerate(sentences):
             if isinstance(sentence, (str, bytes)):
                 raise ValueError(f"Sentence {row} is a string; expected a list of tokens.")
