@@ -69,6 +69,11 @@ class ResidualBiLSTM(keras.layers.Layer):
             skips its final step (the forward `</S>`, the backward `<S>`; one step of
             `T` less work), and the forward half at each row's last real position and the
             backward half at position 0 are zero. Stateless encoders only.
+        sequence_starts: optional bool `(batch, T)`, True where a sequence begins: a row
+            then holds several sequences back to back, each read from a zero state in both
+            directions, so each one's outputs are those of running it alone (docs/model.md
+            section 3, "Packed rows"). Stateless encoders, without `skip_boundary_steps`;
+            in training the plain loop runs.
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
