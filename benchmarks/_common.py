@@ -24,7 +24,7 @@ import sys
 import time
 
 from keras_elmo.process.cpu_setup import describe_cpu
-from keras_elmo.process.tensorflow_import import import_tensorflow, set_start_defaults
+from keras_elmo.cli.tensorflow_start import import_tensorflow, set_start_defaults
 
 #: The environment the benchmark was started with, before the lines below change it: what a
 #: peer runs in (`_peers.py`), so that it keeps its own defaults.

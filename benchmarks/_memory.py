@@ -25,7 +25,7 @@ Example:
 
 from _memory_sampler import MemorySampler
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 _STATUS = "/proc/self/status"
 _CLEAR_REFS = "/proc/self/clear_refs"

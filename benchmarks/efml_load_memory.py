@@ -22,7 +22,7 @@ _CHILD = """
 import json, sys, time
 sys.path.insert(0, {here!r})
 from _memory_sampler import MemorySampler
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 import_tensorflow()
 import keras_elmo
 with MemorySampler(interval=0.005) as sampler:

@@ -44,7 +44,7 @@ from _common import (
 from inference import published_files, random_sentences
 
 from keras_elmo import constants
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
 

@@ -57,7 +57,7 @@ def main(argv=None):
         print(f"export_size: error: --repeats must be >= 1; received {args.repeats}",
               file=sys.stderr)
         return 2
-    from keras_elmo.process.tensorflow_import import import_tensorflow
+    from keras_elmo.cli.tensorflow_start import import_tensorflow
 
     import_tensorflow()  # as the keras-elmo command starts
     import keras_elmo

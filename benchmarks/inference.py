@@ -16,12 +16,10 @@ them, as bilm-tf's own inference script and a server handling one request after 
 time it: the probes between interleaved calls evict what the caches held of the weights,
 which costs batch 1 most (figures in docs/performance.md).
 
-With batch 1, two variants: `batch 1` is `bilm(char_ids)` as a user calls it, traced while
-the biLM is trainable, so its one-row loop reads the stored `(out, in)` kernels; `batch 1,
-embedders' path` is the path of `ElmoEmbedder` and `keras-elmo embed`: the char CNN, then
-`BiLM.layers_from_token_embeddings` in a `tf.function` whose batch dimension is statically
-1, traced after `bilm.trainable = False` (the embedders freeze their biLM), so each
-`LSTMProjectionCell` reads the `(in, out)` copies of its kernels it makes at that trace.
+With batch 1, two variants: `batch 1` is `bilm(char_ids)` as a user calls it, in a
+`tf.function`; `batch 1, embedders' path` is the path of `ElmoEmbedder` and `keras-elmo
+embed`: the char CNN, then `BiLM.layers_from_token_embeddings` in a `tf.function` whose
+batch dimension is statically 1 (the biLM frozen, as the embedders freeze it).
 The target is >= 50% of the matmul rate at batch 32. `--breakdown` also times the char CNN
 (`bilm.token_embedder`) and the biLSTM (`bilm.contextual_encoder`) on their own.
 
@@ -78,7 +76,7 @@ from _memory import MemoryStages, StreamingProbe, peak_text, tensorflow_allocato
 from _peers import Peers
 
 from keras_elmo import constants  # (no TensorFlow: the memory floor stays)
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
 #: The variant of batch 1 on the embedders' path (`embedders_path`).
@@ -94,7 +92,7 @@ _PROBES = ("matmul probe", "streaming probe", "timed calls")
 #: The stage whose anonymous memory at its end is the floor no model goes below.
 _FLOOR = "import tensorflow + keras (the floor)"
 #: Run in a child process: writes a random-weight model in the published layout.
-_WRITE_MODEL = ("import sys; from keras_elmo.process.tensorflow_import import import_tensorflow; "
+_WRITE_MODEL = ("import sys; from keras_elmo.cli.tensorflow_start import import_tensorflow; "
                 "import_tensorflow(); import keras_elmo; "
                 "from keras_elmo.formats.weight_file import save_published; "
                 "save_published(keras_elmo.BiLM(getattr(keras_elmo.BiLMOptions, sys.argv[1])())"
@@ -200,9 +198,6 @@ def embedders_path(bilm):
     char CNN, then `bilm.layers_from_token_embeddings(vectors, mask)["layers"]` in a
     `tf.function` whose batch dimension is statically 1.
 
-    Trace it (its first call) after `bilm.trainable = False`, as the embedders freeze their
-    biLM: a frozen float32 biLM traced for one row reads `(in, out)` copies of the LSTM
-    kernels, made at that trace (`keras_elmo.layers.LSTMProjectionCell`).
 
     Example:
     >>> layers = embedders_path(bilm)  # doctest: +SKIP
@@ -235,6 +230,7 @@ def main(argv=None):
     import keras  # noqa: F401  (counted in the floor, as any Keras user imports it)
 
     import keras_elmo
+    from keras_elmo.layers.sentence_boundaries import with_boundary_tokens
 
     stages.mark(_FLOOR)
     allocator = tensorflow_allocator()
@@ -269,7 +265,7 @@ def main(argv=None):
         encode_tokens = tf.function(lambda ids: bilm.token_embedder(ids))
         encode_context = tf.function(lambda x: bilm.contextual_encoder(x, training=False))
         for b in args.batch_sizes:
-            framed = bilm.get_layer("add_sentence_boundaries")(inputs[b])  # (b, T + 2, chars)
+            framed = with_boundary_tokens(inputs[b], options.boundary_char_ids)  # (b, T+2, C)
             vectors = tf.random.normal((b, positions, options.projection_dim),
                                        dtype=bilm.contextual_encoder.compute_dtype)  # (b, T+2, P)
             variants[f"batch {b} char CNN"] = (
@@ -277,9 +273,8 @@ def main(argv=None):
                 flops["char_cnn"] + flops["highway"] + flops["projection"])
             variants[f"batch {b} biLSTM"] = (encode_context, vectors, b, flops["bilstm"])
 
-    # Warm-up: trace and run each variant twice. A traced graph keeps the kernels it read at
-    # its trace: the others first, while the biLM is trainable (the stored kernels, as a
-    # user's `bilm(char_ids)`), then the embedders' path, frozen as the embedders freeze it.
+    # Warm-up: trace and run each variant twice; the embedders' path last, the biLM frozen
+    # as the embedders freeze it.
     for name in sorted(variants, key=lambda name: name == _EMBEDDERS_PATH):
         if name == _EMBEDDERS_PATH:
             bilm.trainable = False

@@ -26,7 +26,7 @@ import sys
 from _common import (
     MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 
 def parse_args(argv):

@@ -43,7 +43,7 @@ import time
 
 from _common import doc_parser, print_load
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 #: (rows of the product, `(units, projection)`) per preset: the step's shapes.
 _SIZES = {"small": (512, 128), "published": (4096, 512)}

@@ -24,7 +24,7 @@ import sys
 from _common import doc_parser, report
 from inference import published_files, random_sentences
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 _PRESETS = ("tiny", "published")
 

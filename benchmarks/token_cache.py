@@ -33,7 +33,7 @@ from _common import doc_parser, format_samples, print_load, report, time_call
 from _memory import MemoryStages
 from inference import random_sentences
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 _CONFIGS = ("published", "small", "tiny")
 

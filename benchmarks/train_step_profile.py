@@ -24,7 +24,7 @@ import time
 from _common import print_load  # (starts as the keras-elmo command does, before TensorFlow)
 from train_throughput import TrainVariant
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 tf = import_tensorflow()
 

@@ -34,7 +34,7 @@ from _peers import Peers
 
 import numpy as np
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 
 tf = import_tensorflow()
 

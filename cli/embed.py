@@ -21,7 +21,7 @@ from keras_elmo.cli.embed_beam import add_arguments as add_beam_arguments
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.validation import check_int
 

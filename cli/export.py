@@ -8,7 +8,7 @@ Example:
 import os
 import time
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 
 

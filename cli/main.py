@@ -2,7 +2,7 @@
 
 Every subcommand lives in its own module `cli/<name>.py`, which defines
 `add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (checks its
-arguments, then imports TensorFlow through `keras_elmo.process.tensorflow_import.import_tensorflow` if it
+arguments, then imports TensorFlow through `keras_elmo.cli.tensorflow_start.import_tensorflow` if it
 needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
 line on stderr and exit code 2, never a traceback. An error that says how to go on once its
 cause is fixed carries its own exit code: a storage fault (`StorageError`: full disk, quota,
@@ -31,7 +31,7 @@ import sys
 import threading
 
 from keras_elmo.process.storage_errors import StorageError, storage_errno
-from keras_elmo.process.tensorflow_import import set_start_defaults
+from keras_elmo.cli.tensorflow_start import set_start_defaults
 
 # Before anything imports TensorFlow (subcommand modules may, through keras_elmo): its CPU
 # settings and log level, as `import_tensorflow` sets them.

@@ -10,7 +10,7 @@ Example:
 
 import os
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 

@@ -13,7 +13,7 @@ Example:
 import json
 import os
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 

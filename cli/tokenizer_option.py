@@ -5,7 +5,7 @@ flags (saved in options.json). `perplexity`, `embed` and `neighbors` default to 
 MODEL_DIR was trained with (`"tokenizer"` in its options.json), so a model trained on raw
 Chinese with `--tokenizer jieba` reads raw Chinese in every later command. A bad name or a
 missing jieba is one line on stderr before TF loads; `unicode-script` tokenises in-graph, so
-once it is chosen TensorFlow is imported here (quietly, `keras_elmo.process.tensorflow_import`).
+once it is chosen TensorFlow is imported here (quietly, `keras_elmo.cli.tensorflow_start`).
 
 Example:
     add_tokenizer_argument(parser, from_model=True)
@@ -13,7 +13,7 @@ Example:
     tokenizer = resolve_tokenizer(args, args.model_dir)
 """
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer as _resolve
 
 #: What each tokeniser is for, in `--help`.

@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 
-from keras_elmo.process.tensorflow_import import import_tensorflow
+from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.process.cpu_setup import describe_cpu
 from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
 from keras_elmo.training.config import PRECISIONS

@@ -36,7 +36,7 @@ import numpy as np
 
 from keras_elmo import constants
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
-from keras_elmo.process.cpu_setup import INTER_OP_VARIABLE, INTRA_OP_VARIABLE
+from keras_elmo.process.cpu_setup import INTER_OP_VARIABLE, INTRA_OP_VARIABLE, set_cpu_defaults
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.validation import check_int
 
@@ -139,10 +139,10 @@ class EmbeddingWorker:
     """
 
     def __init__(self, settings):
-        from keras_elmo.process.tensorflow_import import import_tensorflow
-
+        # A worker process of the pipeline: TensorFlow starts with the command's CPU settings
+        # (the launcher's environment, which the workers inherit, has its log level).
         apply_thread_layout(settings.thread_layout)
-        import_tensorflow()
+        set_cpu_defaults()
         from keras_elmo.embedding.bilm_runner import BiLMRunner
         from keras_elmo.embedding.embed_file import sentence_mix
         from keras_elmo.embedding.embedder import ElmoEmbedder

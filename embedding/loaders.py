@@ -26,8 +26,7 @@ def model_files(model_dir):
 def load_bilm(model_dir):
     """A stateless `keras_elmo.BiLM` of any model directory (`keras_elmo.models.loading`:
     ours, a published one, an ELMoForManyLangs one), frozen (`trainable=False`) for
-    embedding: its one-row batches then read the LSTM kernels from copies in the order one
-    row reads fastest (`keras_elmo.layers.LSTMProjectionCell`)."""
+    embedding."""
     from keras_elmo.models.loading import load_bilm as load
 
     bilm = load(model_dir)

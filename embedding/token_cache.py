@@ -14,9 +14,10 @@ instead of growing with the batch. The outputs equal the char path's,
 A sentence longer than `max_length` tokens runs as its windows, each a sequence of its own
 in the same call (`keras_elmo.text.sentence_windows`). The traced functions (the char CNN;
 the packed biLSTM for calls of one row and for the rest) are made once per biLM and shared
-by every cache of it. `ElmoEmbedder`, `keras-elmo embed` and `keras-elmo neighbors` freeze
-their biLM (`trainable=False`), so its one-row calls read the LSTM kernels from copies in
-the order one row reads fastest (`LSTMProjectionCell`).
+by every cache of it. The vectors a cache keeps are those of the biLM's weights when the
+tokens were encoded: a biLM whose weights change afterwards needs a new cache
+(`ElmoEmbedder`, `keras-elmo embed` and `keras-elmo neighbors` make theirs for a biLM they
+load and freeze).
 
 Example:
 >>> bilm = keras_elmo.BiLM.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP

@@ -7,14 +7,14 @@ A script starts with `import _example` (Python puts `examples/` on `sys.path` wh
 `python examples/<script>.py`; pytest's `pythonpath` setting does it for the tests), then
 `parser = _example.parser(__doc__)`: the docstring's first line is the description and its
 `Example:` section the epilog of `--help`. Importing `_example` sets the command's CPU
-settings and log level (`keras_elmo.process.tensorflow_import.set_start_defaults`); a script
+settings and log level (`keras_elmo.cli.tensorflow_start.set_start_defaults`); a script
 that uses TensorFlow calls `_example.import_tensorflow()` before anything imports it, so that
 TensorFlow's native start-up lines stay out of its output as they stay out of the command's.
 """
 
 import argparse
 
-from keras_elmo.process.tensorflow_import import import_tensorflow, set_start_defaults
+from keras_elmo.cli.tensorflow_start import import_tensorflow, set_start_defaults
 
 set_start_defaults()
 

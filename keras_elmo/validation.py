@@ -39,3 +39,16 @@ def check_fraction(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1); received {value!r}.")
     return float(value)
+
+
+def check_choice(name, value, choices):
+    """`value` if it is one of `choices`, else a ValueError quoting them and `value`.
+
+    Example:
+    >>> check_choice("implementation", "auto", ("auto", "batched_loop"))
+    'auto'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; received "
+                         f"{value!r}.")
+    return value

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, _without
+from keras_elmo.cli.tensorflow_start import UNUSED_EXTRAS, _without
 
 # Run in a fresh interpreter: this one has imported TensorFlow already.
 _PROBE = r"""
 import gc, importlib, json, sys
-from keras_elmo.process.tensorflow_import import UNUSED_EXTRAS, import_tensorflow
+from keras_elmo.cli.tensorflow_start import UNUSED_EXTRAS, import_tensorflow
 import_tensorflow()
 frozen = gc.get_freeze_count()
 during = [name for name in UNUSED_EXTRAS if name in sys.modules]

@@ -47,13 +47,6 @@ def test_a_loaded_bilm_rebuilds_into_a_working_one(files, rebuild):
     assert not np.allclose(layers, np.asarray(loaded(ids)["layers"]))  # fresh weights
 
 
-def test_a_config_written_with_zero_init_still_draws(files):
-    """Configs of earlier releases hold `zero_init: true`: it is not how to build a copy."""
-    config = BiLM.from_weights(*files).get_config()
-    config["zero_init"] = True
-    assert _zero_weights(BiLM.from_config(config)) == []
-
-
 def test_a_cloned_tagger_trains_and_tags(files):
     tokens = keras.Input(shape=(None,), dtype="string")
     elmo = ElmoLayer.from_weights(*files)

@@ -19,7 +19,8 @@ from keras_elmo import BiLM, BiLMOptions, batch_to_ids
 from keras_elmo.formats import weight_file
 from keras_elmo.formats.efml_model import EFMLModelError, read_efml_model
 from keras_elmo.formats.efml_weights import efml_options, efml_vocabulary, load_efml_weights
-from keras_elmo.layers import AddSentenceBoundaries, Highway, LSTMProjectionCell, WordEmbedding
+from keras_elmo.layers import Highway, LSTMProjectionCell, WordEmbedding
+from keras_elmo.layers.sentence_boundaries import with_boundary_tokens
 from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "efml")
@@ -143,16 +144,14 @@ def test_word_embedding_against_numpy():
 
 
 def test_sentence_boundaries_of_word_ids_and_of_vocabulary_char_rows():
-    words = AddSentenceBoundaries(begin_sentence=7, end_sentence=8)
-    out = words(np.array([[4, 5, 0], [6, 0, 0], [0, 0, 0]], np.int32))
-    assert np.asarray(out).tolist() == [[7, 4, 5, 8, 0], [7, 6, 8, 0, 0], [7, 8, 0, 0, 0]]
-    rows = AddSentenceBoundaries(begin_sentence=[3, 5, 4], end_sentence=[3, 6, 4])
-    chars = np.array([[[3, 9, 4], [0, 0, 0]]], np.int32)
-    assert np.asarray(rows(chars)).tolist() == [[[3, 5, 4], [3, 9, 4], [3, 6, 4], [0, 0, 0]]]
-    assert AddSentenceBoundaries.from_config(words.get_config()).get_config() == \
-        words.get_config()
-    with pytest.raises(ValueError, match="takes begin_sentence and end_sentence together"):
-        AddSentenceBoundaries(begin_sentence=7)
+    """A vocabulary model's boundary tokens ride along after every row (`BiLM` encodes
+    them in the same call): single word ids, or rows of its character vocabulary."""
+    words = with_boundary_tokens(np.array([[4, 5, 0], [6, 0, 0], [0, 0, 0]]), [7, 8])
+    assert np.asarray(words).tolist() == [[4, 5, 0, 7, 8], [6, 0, 0, 7, 8], [0, 0, 0, 7, 8]]
+    chars = with_boundary_tokens(np.array([[[3, 9, 4]]]), [[3, 5, 4], [3, 6, 4]])
+    assert np.asarray(chars).tolist() == [[[3, 9, 4], [3, 5, 4], [3, 6, 4]]]
+    assert tuple(with_boundary_tokens(np.zeros((0, 0, 3), np.int32),
+                                      [[3, 5, 4], [3, 6, 4]]).shape) == (0, 2, 3)
 
 
 def test_efml_highway_is_our_highway_with_the_converted_weights():

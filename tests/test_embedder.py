@@ -15,7 +15,7 @@ import keras
 import keras_elmo
 from keras_elmo import ElmoEmbedder
 from keras_elmo.cli.main import main
-from keras_elmo.process.tensorflow_import import NOISE
+from keras_elmo.cli.tensorflow_start import NOISE
 
 ATOL = 1e-5
 SENTENCES = [["the", "cat", "sat"], [], ["中国", "人民", "日报", "。"], ["a"],

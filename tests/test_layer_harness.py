@@ -102,6 +102,8 @@ MASK_5, MASK_3 = _mask([5, 3], 5), _mask([3, 2], 3)
 SHORT_SEQ = {"inputs": X_5[:, :3], "mask": MASK_3}
 PADDED_SEQ = {"inputs": _garbage_after(X_5, _mask([3, 2], 5), 1), "mask": _mask([3, 2], 5)}
 STACK_5 = _floats(2, LAYERS + 1, 5, P)  # ScalarMix inputs, T = 5
+BOUNDARIES = _floats(2, 2, P)  # per row: the <S> and </S> vectors
+STARTS_5 = np.array([[1, 0, 0, 1, 0], [1, 0, 0, 0, 0]], bool)  # packed rows: 2 and 1 sequences
 FRAMED_7 = _floats(2, 3, 7, P)  # RemoveSentenceBoundaries inputs: <S> + 5 tokens + </S>
 FRAMED_MASK_7 = _mask([7, 4], 7)
 REAL_3 = np.s_[:, :3]
@@ -176,12 +178,18 @@ def _cases():
             input_data=X_5, expected_output_shape=(2, 5, P), expected_trainable_count=4,
             padding_check=(X_5[:, :3], X_5, REAL_3))),
         ("AddSentenceBoundaries", AddSentenceBoundaries, {}, dict(
-            input_data=IDS, expected_output_shape=(2, 5, 50), expected_trainable_count=0,
-            run_fit=False, padding_check=(IDS, IDS_5, np.s_[:, :5]))),
-        ("AddSentenceBoundaries-word_ids", AddSentenceBoundaries,
-         dict(begin_sentence=7, end_sentence=8), dict(
-             input_data=WORD_IDS, expected_output_shape=(2, 5), expected_trainable_count=0,
-             run_fit=False, padding_check=(WORD_IDS, WORD_IDS_5, np.s_[:, :5]))),
+            input_data={"vectors": X_5, "boundaries": BOUNDARIES, "mask": _mask([3, 2], 5)},
+            expected_output_shape=((2, 7, P), (2, 7)), expected_mask=None,
+            expected_trainable_count=0, run_fit=False, padding_check=(
+                {"vectors": X_5[:, :3], "boundaries": BOUNDARIES, "mask": MASK_3},
+                {"vectors": _garbage_after(X_5, _mask([3, 2], 5), 1),
+                 "boundaries": BOUNDARIES, "mask": _mask([3, 2], 5)},
+                np.s_[:, :5]))),
+        ("AddSentenceBoundaries-packed", AddSentenceBoundaries, {}, dict(
+            input_data={"vectors": X_5, "boundaries": BOUNDARIES, "mask": MASK_5,
+                        "sequence_starts": STARTS_5},
+            expected_output_shape=((2, 5, P), (2, 5)), expected_mask=None,
+            expected_trainable_count=0, run_fit=False)),
         ("WordEmbedding", WordEmbedding, dict(vocabulary_size=6, embedding_dim=4,
                                               output_dim=P), dict(
             input_data=WORD_IDS, expected_output_shape=(2, 3, P), expected_mask=WORD_IDS != 0,

@@ -115,6 +115,52 @@ def test_no_hidden_modes_in_the_package():
     assert found == []
 
 
+#: What changes a process the program owns: its fd 2, its garbage collector, its imports.
+PROCESS_WIDE = ("os.dup2", "gc.freeze", "] = None")
+
+
+def test_only_the_command_changes_process_wide_state():
+    """The command's start-up measures live in cli/; no library folder holds one."""
+    found = []
+    for folder, _ in LAYERS[:-1]:
+        for name in _python_files(folder):
+            text = open(os.path.join(_ROOT, folder, name), encoding="utf-8").read()
+            found += [f"{folder}/{name}: {word}" for word in PROCESS_WIDE if word in text
+                      and (word != "] = None" or "sys.modules[" in text)]
+    assert found == []
+
+
+_LIBRARY_USE = r"""
+import gc, json, os, sys
+import h5py, keras, tensorflow  # what they set themselves (TF2_BEHAVIOR, ...) is theirs
+environment, fd2 = dict(os.environ), os.fstat(2)
+absent = {name for name, module in sys.modules.items() if module is None}
+import keras_elmo
+bilm = keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny())
+bilm(keras_elmo.batch_to_ids([["a", "b"]]))
+keras_elmo.save_published(bilm, sys.argv[1])
+keras_elmo.ElmoEmbedder(sys.argv[1]).embed_sentence(["a", "b"])
+print(json.dumps({
+    "environment": sorted(k for k in set(os.environ) | set(environment)
+                          if os.environ.get(k) != environment.get(k)),
+    "fd2": os.fstat(2).st_ino == fd2.st_ino, "frozen": gc.get_freeze_count(),
+    "absent": sorted({n for n, m in sys.modules.items() if m is None} - absent)}))
+"""
+
+
+@pytest.mark.slow
+def test_library_calls_leave_the_process_alone(tmp_path):
+    """Building, running, saving, loading and embedding change no environment variable,
+    neither fd 2 nor the garbage collector, and hide no module."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TF_", "ONEDNN_", "KERAS_ELMO_"))}
+    done = subprocess.run([sys.executable, "-c", _LIBRARY_USE, str(tmp_path / "model")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"environment": [], "fd2": True, "frozen": 0, "absent": []}, result
+
+
 def test_public_names_resolve_lazily():
     for name in keras_elmo.__all__:
         assert getattr(keras_elmo, name) is not None, name
@@ -132,8 +178,14 @@ print(type(model.get_layer("elmo")).__name__)
 
 
 @pytest.mark.slow
-def test_a_keras_file_loads_in_a_fresh_process_after_importing_keras_elmo_models():
-    path = os.path.join(_ROOT, "tests", "fixtures", "run_before_restructure", "tagger.keras")
+def test_a_keras_file_loads_in_a_fresh_process_after_importing_keras_elmo_models(tmp_path):
+    import keras
+
+    tokens = keras.Input(shape=(None,), dtype="string")
+    vectors = keras_elmo.ElmoLayer(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()),
+                                   name="elmo")(tokens)
+    path = str(tmp_path / "tagger.keras")
+    keras.Model(tokens, keras.layers.Dense(3)(vectors)).save(path)
     proc = subprocess.run([sys.executable, "-c", _LOAD_AFTER_IMPORT, path], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.split() == ["ElmoLayer"], proc.stderr[-2000:]

@@ -188,10 +188,6 @@ def restore(checkpoint, path, model, partial=False):
     """Restores `checkpoint` (`make_checkpoint`'s) from `path`; a damaged or mismatched file
     is one clear error.
 
-    A checkpoint written before the LSTM cells stored their kernels `(out, in)` holds them,
-    and their optimizer slots, `(in, out)` (float32 and mixed_float16 runs): its values are
-    read one by one and those transposed (`older_kernel_layout`).
-
     Args:
         checkpoint: `tf.train.Checkpoint` with a `model` group (and `optimizer`, counters).
         path: checkpoint path prefix (`.../ckpt-40`).
@@ -201,12 +197,8 @@ def restore(checkpoint, path, model, partial=False):
     """
     groups = {name: dict(getattr(checkpoint, name).items()) for name in ("model", "optimizer")
               if hasattr(checkpoint, name)}
-    transposed = older_kernel_layout(path, model, groups)
-    check_checkpoint_shapes(path, transposed=transposed, **groups)
+    check_checkpoint_shapes(path, **groups)
     try:
-        if transposed:
-            _restore_transposed(checkpoint, path, groups, transposed)
-            return
         status = checkpoint.restore(path)
         if partial:
             status.expect_partial()
@@ -216,59 +208,12 @@ def restore(checkpoint, path, model, partial=False):
         raise ValueError(f"cannot restore checkpoint {path}: {first[:300]}") from None
 
 
-def older_kernel_layout(path, model, groups):
-    """The entries of checkpoint `path` that hold an LSTM kernel `(in, out)`: written before
-    the cells stored their kernels `(out, in)` (the kernels and their optimizer slots of a
-    float32 or mixed_float16 run; a mixed_bfloat16 run already stored them so).
-
-    No kernel is square (`W_x`, `W_h` are `(4U, P)`, `W_p` `(P, U)`, and `P < U`), so the
-    saved shape says the layout.
-
-    Args:
-        path: checkpoint path prefix.
-        model: `LanguageModel` (or `BiLM`) of the checkpoint's architecture.
-        groups: `{group: {key: variable}}`, the dicts saved by `make_checkpoint`.
-
-    Returns:
-        set of `"group/key"`.
-    """
-    try:
-        saved = {name: tuple(shape) for name, shape in tf.train.list_variables(path)}
-    except Exception:  # noqa: BLE001 - check_checkpoint_shapes reports a damaged file
-        return set()
-    backbone = getattr(model, "backbone", model)
-    cells = [c for stack in backbone.contextual_encoder.cells.values() for c in stack]
-    kernels = [k for c in cells for k in (c.input_kernel, c.recurrent_kernel,
-                                          c.projection_kernel)]
-    values = {id(k) for k in kernels} | {id(getattr(k, "value", k)) for k in kernels}
-    slot_prefixes = tuple(k.path.replace("/", "_") + "_" for k in kernels)
-    return {f"{group}/{key}" for group, variables in groups.items()
-            for key, variable in variables.items()
-            if (id(variable) in values or key.split("_", 1)[-1].startswith(slot_prefixes))
-            and saved.get(_saved_name(f"{group}/{key}")) == tuple(variable.shape)[::-1]}
-
-
 def _saved_name(key):
     """`"group/key"` -> the checkpoint's name of its value."""
     return f"{key}{_VALUE}"
 
 
-def _restore_transposed(checkpoint, path, groups, transposed):
-    """Assigns every value of `path` that `checkpoint` holds, transposing `transposed`."""
-    reader = tf.train.load_checkpoint(path)
-    targets = {f"{group}/{key}": variable for group, variables in groups.items()
-               for key, variable in variables.items()}
-    for name in reader.get_variable_to_shape_map():  # the counters: step, epoch, ...
-        top = name[:-len(_VALUE)] if name.endswith(_VALUE) else ""
-        variable = getattr(checkpoint, top, None) if top and "/" not in top else None
-        if isinstance(variable, tf.Variable):
-            targets[top] = variable
-    for key, variable in targets.items():
-        value = reader.get_tensor(_saved_name(key))
-        variable.assign(value.T if key in transposed else value)
-
-
-def check_checkpoint_shapes(path, transposed=(), **groups):
+def check_checkpoint_shapes(path, **groups):
     """Refuses a checkpoint whose variables do not fit the model before restoring anything.
 
     Restoring a mismatched checkpoint fails deep in TensorFlow and leaves a wall of warnings
@@ -276,7 +221,6 @@ def check_checkpoint_shapes(path, transposed=(), **groups):
 
     Args:
         path: checkpoint path prefix (`.../ckpt-40`).
-        transposed: `"group/key"` entries saved transposed (`older_kernel_layout`).
         **groups: `{key: variable}` dicts as saved by `make_checkpoint` (`model=...`).
 
     Raises:
@@ -292,9 +236,7 @@ def check_checkpoint_shapes(path, transposed=(), **groups):
     for group, variables in groups.items():
         expected = {}
         for key, variable in variables.items():
-            shape = tuple(variable.shape)
-            expected[_saved_name(f"{group}/{key}")] = (
-                key, shape[::-1] if f"{group}/{key}" in transposed else shape)
+            expected[_saved_name(f"{group}/{key}")] = (key, tuple(variable.shape))
         for name, (key, shape) in expected.items():
             if name not in saved:
                 raise ValueError(f"{what}: it has no {group} variable {key}, expected with "
@@ -350,13 +292,8 @@ def load_backbone_from_checkpoint(backbone, path):
     if len(saved) != len(targets) + 2:
         raise ValueError(f"checkpoint {path} holds {len(saved)} model weights; expected "
                          f"{len(targets) + 2} (this biLM's {len(targets)} and a softmax).")
-    pairs = dict(zip(saved, targets))
-    transposed = older_kernel_layout(path, backbone, {"model": {
-        key.split("/")[1]: variable for key, variable in pairs.items()}})
-    for key, variable in pairs.items():
+    for key, variable in zip(saved, targets):
         value = reader.get_tensor(key)
-        if "model/" + key.split("/")[1] in transposed:  # written before (out, in) kernels
-            value = value.T
         short = key.split("/")[1].split("_", 1)[1]  # "model/0003_conv_0_kernel/..." -> name
         if short != variable.name or value.shape != tuple(variable.shape):
             raise ValueError(f"checkpoint {path}: {key} holds {short} {value.shape}; expected "

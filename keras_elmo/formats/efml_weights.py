@@ -176,9 +176,6 @@ def load_efml_weights(bilm, model):
         del array
         variable.assign(tf.cast(value, variable.dtype))
         del value
-    for cells in bilm.contextual_encoder.cells.values():
-        for cell in cells:
-            cell.refresh_one_row_kernels()  # a frozen biLM's one-row copies, if it has any
 
 
 def _assignments(bilm, model):

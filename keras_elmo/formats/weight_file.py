@@ -7,6 +7,8 @@ and every convention flip between them and the Keras layers:
   `input_kernel` and `recurrent_kernel` with Keras' order i, f, c(=j), o. `B` likewise.
   Neither side stores the +1.0 forget bias (the step adds it), so conversions are pure
   slicing and permutation and a file round-trips bit for bit.
+- The file's LSTM kernels (`W_0`'s two halves, `W_P_0`) are `(in, out)`; the cells keep
+  `(out, in)`: transposed here, on load and on save.
 - `char_embed` has 261 rows (no padding row): the layer keeps exactly those rows.
 - The identity parts bilm-tf leaves out (no `CNN_high_*` when `n_highway` is 0, no `CNN_proj`
   when the filters total `projection_dim`) are left out here too.
@@ -67,7 +69,7 @@ def _mapping(bilm):
     def direct(name, variable, shape):
         entries.append((name, shape,
                         lambda d, v=variable: _assign_rows(v, lambda r0, r1: _read(d, r0, r1)),
-                        lambda v=variable: np.asarray(v.numpy())))
+                        lambda v=variable: _numpy(v)))
 
     direct("char_embed", embedder.char_embeddings,
            (options.num_characters - constants.CHAR_ID_SHIFT, emb_dim))  # (261, E) for bytes
@@ -75,7 +77,7 @@ def _mapping(bilm):
         kernel = embedder.conv_kernels[i]
         entries.append((f"CNN/W_cnn_{i}", (1, width, emb_dim, count),
                         lambda d, v=kernel: _write(v, _aligned_copy(d[0])),
-                        lambda v=kernel: np.asarray(v.numpy())[None]))
+                        lambda v=kernel: _numpy(v)[None]))
         direct(f"CNN/b_cnn_{i}", embedder.conv_biases[i], (count,))
     num_filters = options.num_filters
     for k, highway in enumerate(embedder.highways):
@@ -104,8 +106,8 @@ def _mapping(bilm):
                         _read(dataset, o + r0, o + r1), units), transposed=True)
 
             def save_w(cell=cell):
-                stacked = np.concatenate([cell.logical_array(cell.input_kernel),
-                                          cell.logical_array(cell.recurrent_kernel)], axis=0)
+                stacked = np.concatenate([_numpy(cell.input_kernel).T,
+                                          _numpy(cell.recurrent_kernel).T], axis=0)
                 return _keras_to_tf_gates(stacked, units)
 
             def load_p(dataset, cell=cell):
@@ -119,8 +121,13 @@ def _mapping(bilm):
                                 cell.bias, _aligned_copy(_tf_to_keras_gates(_read(d), units))),
                             lambda cell=cell: _keras_to_tf_gates(cell.bias.numpy(), units)))
             entries.append((prefix + "W_P_0", (units, proj), load_p,
-                            lambda cell=cell: cell.logical_array(cell.projection_kernel)))
+                            lambda cell=cell: _numpy(cell.projection_kernel).T))
     return entries
+
+
+def _numpy(variable):
+    """A variable's value as a numpy array, as stored."""
+    return np.asarray(variable.numpy())
 
 
 def _read(dataset, start=None, stop=None):
@@ -300,9 +307,6 @@ def load_bilm_weights(bilm, path):
                                f"weight file {path}: dataset {name!r}")
         for name, _, to_layer, _ in entries:
             to_layer(weights[name])
-    for cells in bilm.contextual_encoder.cells.values():
-        for cell in cells:
-            cell.refresh_one_row_kernels()  # a frozen biLM's one-row copies, if it has any
 
 
 def bilm_weight_arrays(bilm):

@@ -10,8 +10,6 @@
     residual_bilstm.py         `ResidualBiLSTM`: the loop; two stacks of cells (section 3)
     lstm_sequence_gradient.py  the training loop whose backward pass is written by hand
     scalar_mix.py              `ScalarMix`: gamma * sum_j softmax(s)_j h_j (section 5)
-    zero_init.py               layers built to be filled from a file (`zero_init`), which
-                               their configs never say
 
 Importing this package registers every layer with Keras. Layers know nothing of training,
 files or export.

@@ -9,8 +9,7 @@ from keras_elmo import constants
 from keras_elmo.text.characters import token_mask
 from keras_elmo.layers.highway import Highway
 from keras_elmo.formats.options import BiLMOptions
-from keras_elmo.layers.zero_init import rebuild_config
-from keras_elmo.validation import check_int
+from keras_elmo.validation import check_choice, check_int
 
 _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
@@ -27,6 +26,8 @@ _KEY_SEED = 20260
 #: run, already part of its max: outputs are unchanged. Not in training, whose char CNN is a
 #: larger share of a small model's step: there every shape is exact.
 CONV_POSITION_STEP = 8
+#: What a `CharCNNEmbedder` call can encode (`implementation`), "auto" first.
+IMPLEMENTATIONS = ("auto", "distinct_tokens", "every_position")
 
 
 def in_xla_function():
@@ -115,18 +116,22 @@ class CharCNNEmbedder(keras.layers.Layer):
         use_projection: bool or None, whether the projection exists; None: only when the
             filters do not total `projection_dim`. A word model needs it always (its word
             vectors are added to this output, `BiLM`).
+        implementation: what a call encodes, with the same numbers every way:
+            - `"distinct_tokens"`: each distinct token of the batch once, over the char
+              positions some token uses (shapes depend on the values);
+            - `"every_position"`: every position over all its char ids (shapes follow from
+              the input's, as XLA needs);
+            - `"auto"` (default): `"every_position"` inside an XLA-compiled function
+              (`jit_compile`), `"distinct_tokens"` elsewhere.
         zero_init: bool, create the weights a published weight file holds as zeros instead
             of drawing them, for an encoder a file fills next (`BiLM.from_weights`); how
             this object is built, not in the config.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`, ...).
 
-    How it runs is chosen from what the call sees, with the same numbers every way: each
-    distinct token of a batch is encoded once and only the char positions some token uses
-    are convolved; inside an XLA-compiled function (`jit_compile`), whose shapes must all
-    follow from the input's, every position is encoded over all its char ids instead.
-    Outside training the convolutions run at a shape class of the rows and char positions
-    (`CONV_POSITION_STEP`, `conv_row_class`), padded with tokens never gathered, so a long
-    inference job meets a few dozen convolution shapes; in training every shape is exact.
+    Outside training `"distinct_tokens"` convolves at a shape class of the rows and char
+    positions (`CONV_POSITION_STEP`, `conv_row_class`), padded with tokens never gathered,
+    so a long inference job meets a few dozen convolution shapes; in training every shape
+    is exact.
 
     Call arguments:
         inputs: int tensor `(batch, num_tokens, max_characters_per_token)` of shifted char
@@ -153,9 +158,10 @@ class CharCNNEmbedder(keras.layers.Layer):
                  (5, 256), (6, 512), (7, 1024)), num_highway=2, activation="relu",
                  projection_dim=512,
                  max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN,
-                 num_characters=constants.NUM_CHARACTERS, use_projection=None, zero_init=False,
-                 **kwargs):
+                 num_characters=constants.NUM_CHARACTERS, use_projection=None,
+                 implementation="auto", zero_init=False, **kwargs):
         super().__init__(**kwargs)
+        self.implementation = check_choice("implementation", implementation, IMPLEMENTATIONS)
         self._zero_init = bool(zero_init)
         self.num_characters = check_int("num_characters", num_characters, minimum=2)
         # BiLMOptions validates every architecture argument in one place.
@@ -227,9 +233,20 @@ class CharCNNEmbedder(keras.layers.Layer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
         return "zeros" if self._zero_init else initializer
 
+    def resolve_implementation(self):
+        """What a call encodes (`implementation`, "auto" resolved); a ValueError where
+        `"distinct_tokens"` cannot compile (XLA)."""
+        xla = in_xla_function()
+        if self.implementation == "auto":
+            return "every_position" if xla else "distinct_tokens"
+        if self.implementation == "distinct_tokens" and xla:
+            raise ValueError("implementation='distinct_tokens' has shapes XLA cannot compile; "
+                             "received a call inside a jit_compile function (use "
+                             "'every_position' or 'auto').")
+        return self.implementation
+
     def call(self, inputs, training=None):
-        # An XLA-compiled function needs every shape to follow from the input's.
-        static_shapes = in_xla_function()
+        static_shapes = self.resolve_implementation() == "every_position"
         ids = ops.cast(inputs, "int32")
         check_char_id_range(ids, self.num_characters)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -265,57 +282,42 @@ class CharCNNEmbedder(keras.layers.Layer):
     def _pooled_convolutions(self, table, ids, trim=True, position_step=1):
         """`activation(max over positions of conv_w(chars) + b_w)` per filter, `(rows, n)` each.
 
-        Exact work saving: every row ends in a run of one repeated id (the padding char
-        after a token's end-of-word mark; id 0 in a "no token" row), and every window that
-        lies inside that run gives the same value for all such rows. The convolutions run
-        only over the first `K` positions, `K = min(chars, L + max_width - 1)` where `L` is
-        the longest non-run prefix in the batch (7 instead of 50 for "cats"), and each row's
-        max also takes the value of a window made of its run id, computed once per row
-        (`emb(id) @ sum_k kernel[k]`) whenever some window was left out. `trim=False`
-        convolves all `chars` positions (static shapes).
+        `trim`: an exact work saving. Every row ends in a run of one repeated id (the
+        padding char after a token's end-of-word mark; id 0 in a "no token" row), and every
+        window inside that run gives the same value for all such rows: the convolutions run
+        over the first `K = min(chars, L + max_width - 1)` positions only (`L` the longest
+        non-run prefix of the batch, rounded up to `position_step`), and each row's max also
+        takes the value of a window of its run id, `emb(id) @ sum_k kernel[k]`, whenever a
+        window was left out. Without `trim` every position is convolved (static shapes).
         """
         num_chars = self.max_characters_per_token
-        if not trim:
-            return self._full_convolutions(table, ids)
-        tail = ids[:, -1:]  # (rows, 1): the id that fills the end of each row
-        differs = ops.cast(ops.not_equal(ids, tail), "int32")  # (rows, chars)
-        prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # scalar L
-        widest = max(width for width, _ in self.filters)
-        used = ops.maximum(prefix, 1) + widest - 1  # K, rounded up to a multiple of the step
-        used = ops.minimum(num_chars, (used + position_step - 1) // position_step * position_step)
-        chars = ops.take(table, ids[:, :used], axis=0)  # (rows, K, E)
-        chars = ops.cast(chars, self.compute_dtype)
-        tail_chars = ops.cast(ops.take(table, tail[:, 0], axis=0), self.compute_dtype)
-        truncated = ops.less(used, num_chars)
         activation = _ACTIVATIONS[self.activation]
+        if trim:
+            tail = ids[:, -1:]  # (rows, 1): the id that fills the end of each row
+            differs = ops.cast(ops.not_equal(ids, tail), "int32")  # (rows, chars)
+            prefix = ops.max(differs * ops.arange(1, num_chars + 1, dtype="int32"))  # L
+            widest = max(width for width, _ in self.filters)
+            used = ops.maximum(prefix, 1) + widest - 1  # K, to a multiple of the step
+            used = ops.minimum(num_chars,
+                               (used + position_step - 1) // position_step * position_step)
+            ids = ids[:, :used]
+            run_chars = ops.cast(ops.take(table, tail[:, 0], axis=0), self.compute_dtype)
+        chars = ops.cast(ops.take(table, ids, axis=0), self.compute_dtype)  # (rows, K, E)
         pooled = []
         for kernel, bias in zip(self.conv_kernels, self.conv_biases):
             kernel = ops.cast(kernel, self.compute_dtype)  # (w, E, n)
-            count = int(kernel.shape[-1])
             # At most MAX_CONV_FILTERS filters per conv: its output (rows, K - w + 1, g) is
             # the char CNN's largest buffer.
             maxima = [ops.max(ops.conv(chars, kernel[..., start:start + MAX_CONV_FILTERS],
                                        padding="valid"), axis=1)  # (rows, g)
-                      for start in range(0, count, MAX_CONV_FILTERS)]
-            best = ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
-            run_window = ops.matmul(tail_chars, ops.sum(kernel, axis=0))  # (rows, n)
-            best = ops.where(truncated, ops.maximum(best, run_window), best)
-            # The bias after the max: max_p(conv_p) + b is exactly max_p(conv_p + b) (adding
-            # b is monotonic, also after rounding), with one add per filter, not per position.
-            pooled.append(activation(best + ops.cast(bias, self.compute_dtype)))
-        return pooled
-
-    def _full_convolutions(self, table, ids):
-        """`_pooled_convolutions` over every char position: `(rows, n)` per filter."""
-        chars = ops.cast(ops.take(table, ids, axis=0), self.compute_dtype)  # (rows, chars, E)
-        activation = _ACTIVATIONS[self.activation]
-        pooled = []
-        for kernel, bias in zip(self.conv_kernels, self.conv_biases):
-            kernel = ops.cast(kernel, self.compute_dtype)  # (w, E, n)
-            maxima = [ops.max(ops.conv(chars, kernel[..., start:start + MAX_CONV_FILTERS],
-                                       padding="valid"), axis=1)  # (rows, g)
                       for start in range(0, int(kernel.shape[-1]), MAX_CONV_FILTERS)]
             best = ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
+            if trim:
+                run_window = ops.matmul(run_chars, ops.sum(kernel, axis=0))  # (rows, n)
+                best = ops.where(ops.less(used, num_chars), ops.maximum(best, run_window),
+                                 best)
+            # The bias after the max: max_p(conv_p) + b is exactly max_p(conv_p + b) (adding
+            # b is monotonic, also after rounding), one add per filter, not per position.
             pooled.append(activation(best + ops.cast(bias, self.compute_dtype)))
         return pooled
 
@@ -331,9 +333,6 @@ class CharCNNEmbedder(keras.layers.Layer):
                       num_highway=self.num_highway, activation=self.activation,
                       projection_dim=self.projection_dim,
                       max_characters_per_token=self.max_characters_per_token,
-                      num_characters=self.num_characters, use_projection=self.use_projection)
+                      num_characters=self.num_characters, use_projection=self.use_projection,
+                      implementation=self.implementation)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**rebuild_config(config))

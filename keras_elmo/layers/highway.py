@@ -2,7 +2,6 @@
 
 import keras
 from keras import ops
-from keras_elmo.layers.zero_init import rebuild_config
 
 #: bilm-tf initialises the carry bias to this value (the gate starts mostly closed).
 _CARRY_BIAS_INIT = -2.0
@@ -67,7 +66,3 @@ class Highway(keras.layers.Layer):
         config["kernel_initializer"] = (keras.initializers.serialize(self.kernel_initializer)
                                         if self.kernel_initializer is not None else None)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**rebuild_config(config))

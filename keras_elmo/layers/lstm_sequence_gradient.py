@@ -1,31 +1,13 @@
 """The training loop of one biLSTM layer, with a gradient written for the whole sequence.
 
-`ResidualBiLSTM` runs this when it is called with `training=True` (stateless): every
-direction of one layer advances in one time loop (docs/model.md section 3), and the backward
-pass is a second, hand-written time loop instead of TensorFlow's autodiff of the first.
-Autodiff of a `tf.while_loop` pushes
-every intermediate of every step onto a stack and multiplies out the weight gradients at
-every step; here:
-
-- the forward loop keeps exactly three tensors per step and direction: the gate
-  pre-activations `z`, the unclipped memory `c_raw` and the unclipped projection `h_raw`;
-- everything the backward step needs that depends only on the forward pass (gate
-  derivatives, clip masks) is computed once for all steps, as whole-sequence tensors;
-- the backward loop carries only `(dh, dc)`: two small products per step and direction
-  (`W_p^T dh_raw`, `W_h^T dz`, feature-major as the step, with contiguous transposed
-  copies of the kernels made once);
-- the weight gradients are one large product per weight after the loop, in the kernels'
-  stored `(out, in)` layout: `dW_h = dZ H_prev^T`, `dW_p = dH_raw M^T` over all
-  `T * batch` columns, and the gradient of the input gates is `dZ` itself (it flows on into
-  the hoisted `W_x x` product).
-
-The forward loop runs the cell's own step (`LSTMProjectionCell.step_values`), and the
-backward pass takes the gate activations and clips from the cell too: the same numbers as
-the plain loop and the same gradients as its autodiff, to float32 rounding
-(tests/test_lstm_gradient.py). Initial states are zero (stateless). Outside training
-`ResidualBiLSTM` runs the plain loop, whose autodiff works everywhere, a SavedModel
-included (a `tf.custom_gradient` inside a saved time loop breaks every `GradientTape` call
-of the loaded function).
+`ResidualBiLSTM`'s `implementation="sequence_gradient"` (what `"auto"` runs in training):
+every direction of one layer advances in one time loop of the cells' own step
+(`LSTMProjectionCell.step_values`), which keeps three tensors per step (`z`, `c_raw`,
+`h_raw`); the backward pass is a second, hand-written loop carrying only `(dh, dc)`, and
+each weight's gradient is one product over every step after it. Why it is faster than
+autodiff of the loop, and why inference never runs it: docs/model.md, "The sequence
+gradient". Same numbers and gradients as the plain loop (tests/test_lstm_gradient.py,
+tests/test_implementations.py); initial states are zero (stateless).
 
 Example:
 >>> outputs = run_layer_with_sequence_gradient(cells, gates)  # doctest: +SKIP
@@ -126,7 +108,7 @@ def _forward(cells, gates, w_h, w_p):
     def body(t, states, saved):
         new_states, new_saved = [], {key: [] for key in saved}
         for k, (cell, state) in enumerate(zip(cells, states)):
-            step = cell.step_values(gates[k][:, t], state, StepKernels(w_h[k], w_p[k], False))
+            step = cell.step_values(gates[k][:, t], state, StepKernels(w_h[k], w_p[k]))
             new_states.append((step.h, step.c))
             for key in ("z", "c_raw", "h_raw"):
                 new_saved[key].append(saved[key][k].write(t, getattr(step, key)))

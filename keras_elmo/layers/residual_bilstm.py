@@ -7,41 +7,30 @@ from keras_elmo import constants
 from keras_elmo.formats.options import BiLMOptions, as_options
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
-from keras_elmo.validation import check_fraction, check_int
-from keras_elmo.layers.zero_init import rebuild_config
+from keras_elmo.layers.sentence_boundaries import sequence_ends
+from keras_elmo.validation import check_choice, check_fraction, check_int
 
-#: Columns (steps x batch rows) of input gates the plain loop computes at once, per
-#: direction (64 MiB at the published 4 x 4096 gates): a long sentence's gates are never
-#: all held at once, and larger chunks were no faster (docs/performance.md).
+#: Columns (steps x batch rows) of input gates the loop computes at once, per direction: a
+#: long sentence's gates are never all held at once (docs/performance.md).
 GATE_COLUMNS = 1024
+#: The loops a `ResidualBiLSTM` can run (`implementation`), "auto" first.
+IMPLEMENTATIONS = ("auto", "sequence_gradient", "batched_loop", "one_row_loop")
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
 class ResidualBiLSTM(keras.layers.Layer):
     """Forward and backward stacks of LSTM-with-projection layers with residual connections.
 
-    The forward stack reads each sentence left to right, the backward stack reads it right
-    to left *within its own length*, so padding never reaches a real position. With
+    The forward stack reads each sentence left to right, the backward stack right to left
+    *within its own length*, so padding never reaches a real position. With
     `use_skip_connections`, every layer after the first outputs `h + x` (its input added),
-    while the `h` fed back into its next step excludes `x`. Per time step only `W_h h` is
-    computed inside the loop; `W_x x` is one matmul over all steps, and both directions of a
-    layer advance in the same loop.
-
-    How it runs is chosen from what the call sees, once per trace; every choice gives the
-    same numbers:
-    - `training=True` (stateless): each layer runs the loop whose backward pass is written
-      for whole sequences (`keras_elmo.layers.lstm_sequence_gradient`), faster to
-      differentiate than autodiff of the plain loop. Otherwise the plain loop, whose
-      autodiff works everywhere (a SavedModel traced for inference included).
-    - A batch of one row (its size known when traced) runs the one-row steps of
-      `LSTMProjectionCell` (a frozen float32 encoder's read `(in, out)` kernel copies);
-      any other batch, a batch size unknown when traced included, the batched steps, right
-      for one row too (docs/model.md, "How it runs").
+    while the `h` fed back into its next step excludes `x`. `W_x x` is one product over
+    many steps; only `W_h h` runs inside the time loop, both directions in the same loop.
 
     Stateless by default: every sentence starts from zero `(h, c)`. With `stateful=True`
-    each batch row starts from the final state its row reached in the previous call (taken
-    after its last real step, residual excluded), as bilm-tf and AllenNLP do; rows at or past
-    the call's batch size keep their state; `reset_states()` zeroes everything.
+    each batch row starts from the final state its row reached in the previous call (after
+    its last real step, residual excluded), as bilm-tf and AllenNLP do; rows at or past the
+    call's batch size keep their state; `reset_states()` zeroes everything.
 
     Args:
         units: int, LSTM memory size (`lstm.dim`, 4096 published).
@@ -55,6 +44,18 @@ class ResidualBiLSTM(keras.layers.Layer):
         max_batch_size: int, rows of the stored state when `stateful` (128).
         forget_bias: float, constant added to every forget gate (1.0; 0.0 for a model
             whose stored biases hold it, see `LSTMProjectionCell`).
+        implementation: the loop each call runs, all giving the same numbers and gradients
+            (docs/model.md, "How it runs"):
+            - `"sequence_gradient"`: a loop whose backward pass is written by hand for whole
+              sequences (`keras_elmo.layers.lstm_sequence_gradient`), the fastest to
+              differentiate; stateless, without `sequence_starts`.
+            - `"batched_loop"`: the plain loop, any batch, differentiated by autodiff (also
+              inside a SavedModel).
+            - `"one_row_loop"`: the plain loop for a batch of one row known when traced,
+              its products `x^T W^T`.
+            - `"auto"` (default): `"sequence_gradient"` when training where it applies,
+              else `"one_row_loop"` for a batch of one row known when traced, else
+              `"batched_loop"`; the same under XLA.
         zero_init: bool, create the cells' kernels as zeros instead of drawing them, for an
             encoder a weight file fills next (`BiLM.from_weights`); not in the config.
         **kwargs: base layer arguments.
@@ -63,17 +64,15 @@ class ResidualBiLSTM(keras.layers.Layer):
         inputs: float `(batch, num_tokens, projection_dim)`.
         mask: bool `(batch, num_tokens)`, True on real tokens, which come first in each row.
             Defaults to all True.
-        training: bool, enables dropout (and the training loop, see above).
+        training: bool, enables dropout (and, with `"auto"`, the sequence-gradient loop).
         skip_boundary_steps: bool, for inputs framed as `<S> t1 ... tn </S>` whose outputs
             at the frame are not read (`BiLM`, the training objective): each direction
-            skips its final step (the forward `</S>`, the backward `<S>`; one step of
-            `T` less work), and the forward half at each row's last real position and the
-            backward half at position 0 are zero. Stateless encoders only.
+            skips its final step, and the forward half at each row's last real position
+            and the backward half at position 0 are zero. Stateless encoders only.
         sequence_starts: optional bool `(batch, T)`, True where a sequence begins: a row
             then holds several sequences back to back, each read from a zero state in both
             directions, so each one's outputs are those of running it alone (docs/model.md
-            section 3, "Packed rows"). Stateless encoders, without `skip_boundary_steps`;
-            in training the plain loop runs.
+            section 3, "Packed rows"). Stateless, without `skip_boundary_steps`.
 
     Returns:
         float `(batch, num_layers, num_tokens, 2 * projection_dim)`: `[..., :P]` is the
@@ -89,8 +88,8 @@ class ResidualBiLSTM(keras.layers.Layer):
 
     def __init__(self, units=4096, projection_dim=512, num_layers=2, cell_clip=3.0,
                  proj_clip=3.0, use_skip_connections=True, dropout=0.0, stateful=False,
-                 max_batch_size=128, forget_bias=constants.FORGET_BIAS, zero_init=False,
-                 **kwargs):
+                 max_batch_size=128, forget_bias=constants.FORGET_BIAS, implementation="auto",
+                 zero_init=False, **kwargs):
         super().__init__(**kwargs)
         checked = BiLMOptions(lstm_units=units, projection_dim=projection_dim,
                               num_layers=num_layers, cell_clip=cell_clip, proj_clip=proj_clip,
@@ -106,6 +105,10 @@ class ResidualBiLSTM(keras.layers.Layer):
         self.stateful = bool(stateful)
         self.max_batch_size = (check_int("max_batch_size", max_batch_size) if stateful
                                else int(max_batch_size))
+        self.implementation = check_choice("implementation", implementation, IMPLEMENTATIONS)
+        if self.stateful and self.implementation == "sequence_gradient":
+            raise ValueError("implementation='sequence_gradient' runs from zero states; "
+                             "received stateful=True (use 'batched_loop' or 'auto').")
         self._zero_init = bool(zero_init)
         self.supports_masking = True
         if self.dropout > 0:
@@ -124,8 +127,7 @@ class ResidualBiLSTM(keras.layers.Layer):
         if input_shape[-1] is not None and input_shape[-1] != self.projection_dim:
             raise ValueError(f"ResidualBiLSTM expects inputs (batch, tokens, "
                              f"{self.projection_dim}); received {tuple(input_shape)}.")
-        # cells[direction][layer]
-        self.cells = {d: [] for d in constants.DIRECTIONS}
+        self.cells = {d: [] for d in constants.DIRECTIONS}  # cells[direction][layer]
         for direction in constants.DIRECTIONS:
             for layer in range(self.num_layers):
                 cell = LSTMProjectionCell(self.units, self.projection_dim, self.cell_clip,
@@ -148,6 +150,32 @@ class ResidualBiLSTM(keras.layers.Layer):
             self.state_h.assign(tf.zeros_like(self.state_h))
             self.state_c.assign(tf.zeros_like(self.state_c))
 
+    def resolve_implementation(self, training=False, batch_size=None, packed=False):
+        """The loop a call runs (`implementation`, "auto" resolved).
+
+        Args:
+            training: the call's `training`.
+            batch_size: the batch size known when the call is traced, or None.
+            packed: the call has `sequence_starts`.
+
+        Raises:
+            ValueError: the chosen loop does not apply to such a call.
+        """
+        choice = self.implementation
+        if choice == "auto":
+            if training and not (self.stateful or packed):
+                return "sequence_gradient"
+            return "one_row_loop" if batch_size == 1 else "batched_loop"
+        if choice == "sequence_gradient" and packed:
+            raise ValueError("implementation='sequence_gradient' knows no sequence starts; "
+                             "received a call with sequence_starts (use 'batched_loop' or "
+                             "'auto').")
+        if choice == "one_row_loop" and batch_size != 1:
+            raise ValueError("implementation='one_row_loop' runs a batch of one row known "
+                             f"when traced; received batch size {batch_size} (use "
+                             "'batched_loop' or 'auto').")
+        return choice
+
     def call(self, inputs, mask=None, training=False, skip_boundary_steps=False,
              sequence_starts=None):
         if skip_boundary_steps and self.stateful:
@@ -160,47 +188,42 @@ class ResidualBiLSTM(keras.layers.Layer):
                              f"stateful={self.stateful}, "
                              f"skip_boundary_steps={bool(skip_boundary_steps)}.")
         inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
-        static_batch = inputs.shape[0]
+        implementation = self.resolve_implementation(bool(training), inputs.shape[0],
+                                                     sequence_starts is not None)
         batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
         if mask is None:
             mask = tf.ones((batch, num_tokens), tf.bool)
         mask = tf.cast(mask, tf.bool)
         lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
-        # Steps each direction runs: with skip_boundary_steps, not the last one in its own
+        # With skip_boundary_steps each direction leaves out its last step in its own
         # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
         num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
         initial = self._initial_states(batch)
-        # The hand-written backward pass knows no sequence starts: packed rows train through
-        # autodiff of the plain loop.
-        sequence_gradient = bool(training) and not self.stateful and sequence_starts is None
         keeps = (None if sequence_starts is None else
                  _state_keeps(tf.cast(sequence_starts, tf.bool), mask, lengths,
                               self.compute_dtype))
-        finals = []
-        # Feature-major inside, (features, T, batch): every product is `W @ x` (see
-        # LSTMProjectionCell) and a step's slice of the gates is (4U, batch).
+        # Feature-major inside, (features, T, batch): every product is `W @ x`.
         inputs = tf.transpose(inputs, (2, 1, 0))  # (P, T, batch)
         # Each direction's layer inputs, in that direction's own reading order.
         layer_inputs = [inputs[:, :num_steps], _reverse(inputs, lengths)[:, :num_steps]]
         keep = self._kept_positions(mask, lengths, num_tokens, skip_boundary_steps)
-        outputs = []
+        outputs, finals = [], []
         for layer in range(self.num_layers):
             cells = [self.cells[d][layer] for d in constants.DIRECTIONS]
             dropped = [self._dropout(x, training) for x in layer_inputs]
-            if sequence_gradient:
+            if implementation == "sequence_gradient":
                 gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
                 hs, states = run_layer_with_sequence_gradient(cells, gates), None
             else:
-                # Read once per trace (a frozen encoder's one-row copies: LSTMProjectionCell).
-                kernels = [cell.step_kernels(static_batch) for cell in cells]
-                hs, states = _run_cells(cells, kernels, dropped, lengths, initial[layer],
-                                        self.stateful, keeps)
+                hs, states = _run_cells(cells, dropped, lengths, initial[layer],
+                                        self.stateful, keeps,
+                                        one_row=implementation == "one_row_loop")
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
             layer_inputs = hs  # (P, num_steps, batch) each
             full = [tf.pad(h, [[0, 0], [0, num_tokens - num_steps], [0, 0]]) for h in hs]
-            halves = [full[0], _reverse(full[1], lengths)]  # (P, T, batch) each, in text order
+            halves = [full[0], _reverse(full[1], lengths)]  # (P, T, batch) each, text order
             outputs.append(tf.concat([tf.where(k, h, tf.zeros_like(h))
                                       for k, h in zip(keep, halves)], axis=0))  # (2P, T, b)
         if self.stateful:
@@ -260,12 +283,9 @@ class ResidualBiLSTM(keras.layers.Layer):
                       num_layers=self.num_layers, cell_clip=self.cell_clip,
                       proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
                       dropout=self.dropout, stateful=self.stateful,
-                      max_batch_size=self.max_batch_size, forget_bias=self.forget_bias)
+                      max_batch_size=self.max_batch_size, forget_bias=self.forget_bias,
+                      implementation=self.implementation)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**rebuild_config(config))
 
 
 def _reverse(x, lengths):
@@ -273,47 +293,28 @@ def _reverse(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
-def sequence_ends(starts, lengths):
-    """bool `(batch, T)`, True at the last position of each sequence of rows that hold
-    several back to back: just before the next start, and at each row's last real position.
-
-    Args:
-        starts: bool `(batch, T)`, True where a sequence begins (real positions only).
-        lengths: int32 `(batch,)`, real positions per row (first in each row).
-    """
-    positions = tf.range(tf.shape(starts)[1])[tf.newaxis, :]  # (1, T)
-    following = tf.pad(starts[:, 1:], [[0, 0], [0, 1]])  # a start comes next
-    return tf.logical_or(tf.logical_and(following, positions < lengths[:, tf.newaxis]),
-                         tf.equal(positions, lengths[:, tf.newaxis] - 1))
-
-
 def _state_keeps(starts, mask, lengths, dtype):
     """`[forward, backward]` `(T, batch)` of 0 where that direction's state is zeroed before
-    the step (a sequence begins there in its reading order), 1 elsewhere.
-
-    A backward sequence begins where a forward one ends (`sequence_ends`); the backward
-    keeps are in the backward reading order (each row reversed within its length, as its
-    inputs are).
-    """
+    the step (a sequence begins there in its reading order), 1 elsewhere; the backward
+    ones in the backward reading order (a backward sequence begins where a forward one
+    ends)."""
     starts = tf.logical_and(starts, mask)  # (batch, T)
     ends = tf.reverse_sequence(sequence_ends(starts, lengths), lengths, seq_axis=1,
                                batch_axis=0)
     return [tf.transpose(1 - tf.cast(begins, dtype)) for begins in (starts, ends)]
 
 
-def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_length,
-               keeps=None):
+def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps=None,
+               one_row=False):
     """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
     differentiates it).
 
-    The input gates `W_x x + b` are computed for `GATE_COLUMNS` columns (steps x rows) at a
-    time, one chunk of steps after the other, so a long sentence's gates are never held at
-    once. A batch of one row (as traced) reads each chunk's gates time-major, a step's gates
-    a contiguous row, and runs the cells' one-row products.
+    The input gates are computed `GATE_COLUMNS` columns (steps x rows) at a time, one chunk
+    of steps after the other. `one_row`: a batch of one row, whose chunk of gates is read
+    time-major (a step's gates a contiguous row) and whose products are `x^T W^T`.
 
     Args:
         cells: list of `LSTMProjectionCell`.
-        kernels: list of each cell's `StepKernels`.
         inputs: list of feature-major `(input_dim, T, batch)`, each cell's inputs, real
             steps first.
         lengths: int32 `(batch,)`.
@@ -322,12 +323,15 @@ def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_len
             final state is the one at `lengths - 1` (needed only when state is carried).
         keeps: None, or per cell a `(T, batch)` factor of the state before each step (0
             where a new sequence begins in the row: `_state_keeps`).
+        one_row: bool, see above.
 
     Returns:
-        `(outputs, final_states)`: outputs a list of `(projection_dim, T, batch)`, final
-        states a list of `(h, c)`.
+        `(outputs, final_states)`: a list of `(projection_dim, T, batch)` and one of `(h, c)`.
     """
-    one_row = inputs[0].shape[-1] == 1
+    # Read once per call, when this layer's inputs exist (a transpose of `step_kernels` is
+    # then held by one layer at a time).
+    with tf.control_dependencies(inputs[:1] if not tf.executing_eagerly() else []):
+        kernels = [cell.step_kernels(one_row) for cell in cells]
     num_steps, batch = tf.shape(inputs[0])[1], tf.shape(inputs[0])[2]
     # steps whose input gates exist at once (a batch of no rows runs its steps one by one)
     chunk = tf.maximum(GATE_COLUMNS // tf.maximum(batch, 1), 1)
@@ -353,7 +357,7 @@ def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_len
                 if keeps is not None:  # a new sequence begins here: from a zero state
                     keep = keeps[k][t][tf.newaxis, :]  # (1, batch)
                     state = (state[0] * keep, state[1] * keep)
-                h, c = cell.step_values(step_gates(gate, t), state, kernel)[:2]
+                h, c = cell.step_values(step_gates(gate, t), state, kernel, one_row)[:2]
                 new_outputs.append(out.write(t, h))
                 if freeze_after_length:
                     running = (t < lengths)[tf.newaxis, :]  # (1, batch)
@@ -361,8 +365,7 @@ def _run_cells(cells, kernels, inputs, lengths, initial_states, freeze_after_len
                 new_states.append((h, c))
             return t + 1, new_states, new_outputs
 
-        # Two steps at a time: a step's gate slice (a copy) is made at most one step ahead;
-        # TensorFlow's default of 10 held more memory at the peak for no speed.
+        # At most two steps in flight: a step's gate slice is made one step ahead at most.
         _, states, outputs = tf.while_loop(lambda t, *_: t < stop, step_body,
                                            (start, states, outputs), parallel_iterations=2)
         return stop, states, outputs

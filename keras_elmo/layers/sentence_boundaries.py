@@ -1,108 +1,121 @@
-"""Adding `<S>`/`</S>` around each sentence and removing them from the outputs (section 1).
+"""`<S>` and `</S>` around each sentence, and off the outputs again (docs/model.md section 1).
 
 The biLM runs over `<S> t1 ... tn </S>`; callers give only `t1 ... tn` and get back
-representations of those. Both layers assume real tokens come first in each row (the
-layout `batch_to_ids` and the string converters produce).
+representations of those. `BiLM` frames token *vectors*, on every path (its call, token
+vectors given, rows packed with several sentences), with these layers:
+
+    with_boundary_tokens     ids (B, T, ...) -> (B, T + 2, ...): the two boundary tokens
+                             after each row's positions, so one token-encoder call also
+                             encodes them
+    AddSentenceBoundaries    vectors (B, T, D) -> framed (B, T + 2, D) and its mask; or, for
+                             packed rows, the frame's vectors put in place
+    RemoveSentenceBoundaries (B, ..., T + 2, D) -> (B, ..., T, D), zero past each sentence
+
+Real tokens come first in each row (the layout `batch_to_ids` and the string converters
+produce).
 """
 
 import keras
-import numpy as np
 from keras import ops
 
-from keras_elmo import constants
-from keras_elmo.text.characters import token_to_char_ids
+#: Positions a frame adds to a sentence: `<S>` before, `</S>` after.
+NUM_BOUNDARIES = 2
+
+
+def with_boundary_tokens(ids, boundary_ids):
+    """`ids` `(batch, T, ...)` with the two boundary tokens appended to every row:
+    `(batch, T + 2, ...)`, positions T and T + 1 `<S>` and `</S>`.
+
+    Args:
+        ids: int tensor (or Keras tensor) `(batch, T, ...)`.
+        boundary_ids: `(2, ...)`: the `<S>` and `</S>` tokens' ids, one position each.
+    """
+    ids = ops.cast(ids, "int32")
+    boundary_ids = ops.convert_to_tensor(boundary_ids, "int32")
+    # (batch, 1, 1..) zeros from the ids themselves: any T, a batch of no rows too
+    zeros = ops.zeros_like(ops.sum(ids, axis=1, keepdims=True))  # (batch, 1, ...)
+    return ops.concatenate([ids, zeros + boundary_ids[None]], axis=1)  # (batch, T + 2, ...)
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
 class AddSentenceBoundaries(keras.layers.Layer):
-    """Puts the `<S>` token before and the `</S>` token after each sentence's tokens.
-
-    Works on any ids with one token per position on axis 1: char ids `(batch, T, chars)`,
-    whose boundary tokens are char rows, or a vocabulary model's word ids `(batch, T)`,
-    whose boundary tokens are single ids (`BiLM` frames both with one layer each).
-
-    Args:
-        max_characters_per_token: int, chars per token (50); sizes the default rows.
-        begin_sentence: the `<S>` token's model ids (shifted), the shape of one position of
-            the input: a list of `max_characters_per_token` char ids, or an int word id.
-            None: a byte model's `<S>` row (`token_to_char_ids("<S>")`).
-        end_sentence: the same for `</S>`; given together with `begin_sentence`.
+    """Frames token vectors: the `<S>` vector before and the `</S>` vector after each
+    sentence; or, in rows that hold several sentences back to back, each sentence's frame.
 
     Call arguments:
-        inputs: int `(batch, T, ...)`; a position whose ids are all zero is padding, and
-            padding follows the real tokens.
+        vectors: float `(batch, T, dim)`, the tokens' vectors, real tokens first; values at
+            padded positions are ignored. With `sequence_starts`, the rows' vectors with a
+            slot at each sentence's two ends (values there ignored).
+        boundaries: float, `(2, dim)` or per row `(batch, 2, dim)`: the `<S>` and `</S>`
+            vectors.
+        mask: bool `(batch, T)`, True on real tokens (on every position of a packed row).
+        sequence_starts: optional bool `(batch, T)`, True at each packed sentence's `<S>`
+            slot; a sentence's `</S>` slot is just before the next start, or its row's last
+            position.
 
     Returns:
-        int32 `(batch, T + 2, ...)`: position 0 is `<S>`, 1..n the tokens, n + 1 `</S>`,
-        zeros after. An empty sentence becomes `<S> </S>`.
+        `(framed, framed_mask)`: float `(batch, T + 2, dim)` with `<S>` at position 0, the
+        tokens at 1..n, `</S>` at n + 1 and zeros after, and bool `(batch, T + 2)`; with
+        `sequence_starts`, `(batch, T, dim)` and the mask as given.
 
     Example:
-    >>> AddSentenceBoundaries()(keras_elmo.batch_to_ids([["a"], []])).shape
-    (2, 3, 50)
-    >>> AddSentenceBoundaries(begin_sentence=3, end_sentence=4)(np.array([[7, 0]])).numpy()
-    array([[3, 7, 4, 0]], dtype=int32)
+    >>> frame = AddSentenceBoundaries()
+    >>> framed, mask = frame(np.ones((2, 3, 4), "float32"), np.zeros((2, 4), "float32"),
+    ...                      mask=np.array([[1, 1, 0], [1, 1, 1]], bool))
+    >>> framed.shape, mask.numpy().sum(axis=1)  # <S> t1 t2 </S>, <S> t1 t2 t3 </S>
+    ((2, 5, 4), array([4, 5]))
     """
 
-    def __init__(self, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN,
-                 begin_sentence=None, end_sentence=None, **kwargs):
+    def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.max_characters_per_token = int(max_characters_per_token)
-        if (begin_sentence is None) != (end_sentence is None):
-            raise ValueError("AddSentenceBoundaries takes begin_sentence and end_sentence "
-                             f"together; received begin_sentence={begin_sentence!r}, "
-                             f"end_sentence={end_sentence!r}.")
-        self.begin_sentence = _token_ids("begin_sentence", begin_sentence)
-        self.end_sentence = _token_ids("end_sentence", end_sentence)
-        if begin_sentence is not None and np.shape(self.begin_sentence) != np.shape(
-                self.end_sentence):
-            raise ValueError("begin_sentence and end_sentence must have one shape; received "
-                             f"{np.shape(self.begin_sentence)} and "
-                             f"{np.shape(self.end_sentence)}.")
+        self.supports_masking = True  # the framed mask is an output of its own
 
-    def _boundaries(self):
-        """`(begin, end)` ids, each the shape of one position of the input."""
-        if self.begin_sentence is None:
-            return (token_to_char_ids(constants.BOS_TOKEN, self.max_characters_per_token),
-                    token_to_char_ids(constants.EOS_TOKEN, self.max_characters_per_token))
-        return self.begin_sentence, self.end_sentence
+    def call(self, vectors, boundaries, mask, sequence_starts=None):
+        mask = ops.cast(mask, "bool")
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
+        boundaries = ops.cast(boundaries, vectors.dtype)
+        if len(boundaries.shape) == 2:
+            boundaries = boundaries[None]  # (1, 2, dim)
+        begin, end = boundaries[:, :1], boundaries[:, 1:]  # (batch or 1, 1, dim) each
+        if sequence_starts is None:
+            # Each row's tokens move one position on; its frame is then a packed row's of one
+            # sentence starting at 0.
+            vectors = ops.pad(vectors, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, dim)
+            positions = ops.arange(ops.shape(vectors)[1])[None, :]  # (1, T + 2)
+            mask = positions < (lengths + NUM_BOUNDARIES)[:, None]  # (batch, T + 2)
+            starts = ops.logical_and(ops.equal(positions, 0), mask)
+            ends = ops.equal(positions, (lengths + 1)[:, None])
+        else:
+            starts = ops.logical_and(ops.cast(sequence_starts, "bool"), mask)
+            ends = sequence_ends(starts, lengths)
+        framed = ops.where(ends[..., None], end, vectors)
+        framed = ops.where(starts[..., None], begin, framed)
+        return ops.where(mask[..., None], framed, ops.zeros_like(framed)), mask
 
-    def call(self, inputs):
-        ids = ops.cast(inputs, "int32")
-        rank = len(ids.shape)
-        present = ops.not_equal(ids, 0)
-        if rank > 2:
-            present = ops.any(present, axis=tuple(range(2, rank)))  # (batch, T)
-        lengths = ops.sum(ops.cast(present, "int32"), axis=1)  # (batch,)
-        padded = ops.pad(ids, ((0, 0), (1, 1)) + ((0, 0),) * (rank - 2))  # (batch, T + 2, ...)
-        trailing = (1,) * (rank - 2)
-        positions = ops.reshape(ops.arange(ops.shape(padded)[1]), (1, -1) + trailing)
-        at_eos = ops.equal(positions, ops.reshape(lengths + 1, (-1, 1) + trailing))
-        begin, end = (ops.convert_to_tensor(ids_, "int32") for ids_ in self._boundaries())
-        with_eos = ops.where(at_eos, end, padded)
-        return ops.where(ops.equal(positions, 0), begin, with_eos)
-
-    def compute_output_shape(self, input_shape):
-        steps = None if input_shape[1] is None else input_shape[1] + 2
-        return (input_shape[0], steps) + tuple(input_shape[2:])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(max_characters_per_token=self.max_characters_per_token,
-                      begin_sentence=self.begin_sentence, end_sentence=self.end_sentence)
-        return config
-
-
-def _token_ids(name, value):
-    """None, an int, or a list of ints (config-ready)."""
-    if value is None:
+    def compute_mask(self, vectors, boundaries=None, mask=None, sequence_starts=None):
         return None
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
-    array = np.asarray(value)
-    if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{name} must be an int (a word id) or a list of ints (a char row); "
-                         f"received {value!r}.")
-    return [int(v) for v in array]
+
+    def compute_output_spec(self, vectors, boundaries, mask, sequence_starts=None):
+        steps = vectors.shape[1]
+        if sequence_starts is None:
+            steps = None if steps is None else steps + NUM_BOUNDARIES
+        shape = (vectors.shape[0], steps)
+        return (keras.KerasTensor(shape + (vectors.shape[2],), dtype=vectors.dtype),
+                keras.KerasTensor(shape, dtype="bool"))
+
+
+def sequence_ends(starts, lengths):
+    """bool `(batch, T)`, True at the last position of each sequence of rows that hold
+    several back to back: just before the next start, and at each row's last real position.
+
+    Args:
+        starts: bool `(batch, T)`, True where a sequence begins (real positions only).
+        lengths: int32 `(batch,)`, real positions per row (first in each row).
+    """
+    positions = ops.arange(ops.shape(starts)[1])[None, :]  # (1, T)
+    following = ops.pad(starts[:, 1:], ((0, 0), (0, 1)))  # a start comes next
+    return ops.logical_or(ops.logical_and(following, positions < lengths[:, None]),
+                          ops.equal(positions, lengths[:, None] - 1))
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -115,6 +128,12 @@ class RemoveSentenceBoundaries(keras.layers.Layer):
 
     Returns:
         float `(batch, ..., T, dim)`, exactly zero past each sentence's end.
+
+    Example:
+    >>> out = RemoveSentenceBoundaries()(np.ones((1, 3, 4, 2), "float32"),
+    ...                                  mask=np.array([[1, 1, 1, 0]], bool))
+    >>> out.shape, out.numpy()[0, 0, :, 0]  # one token kept
+    ((1, 3, 2, 2), array([1., 0.], dtype=float32))
     """
 
     def __init__(self, **kwargs):
@@ -123,8 +142,8 @@ class RemoveSentenceBoundaries(keras.layers.Layer):
 
     def call(self, inputs, mask):
         mask = ops.cast(mask, "bool")
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1) - 2  # tokens per sentence
-        steps = ops.shape(inputs)[-2] - 2
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1) - NUM_BOUNDARIES  # tokens
+        steps = ops.shape(inputs)[-2] - NUM_BOUNDARIES
         inner = inputs[..., 1:-1, :]  # (batch, ..., T, dim)
         keep = ops.arange(steps)[None, :] < lengths[:, None]  # (batch, T)
         shape = [-1] + [1] * (len(inputs.shape) - 3) + [steps, 1]
@@ -135,5 +154,5 @@ class RemoveSentenceBoundaries(keras.layers.Layer):
         return None  # the caller's token mask is the meaningful one
 
     def compute_output_shape(self, input_shape):
-        steps = None if input_shape[-2] is None else input_shape[-2] - 2
+        steps = None if input_shape[-2] is None else input_shape[-2] - NUM_BOUNDARIES
         return tuple(input_shape[:-2]) + (steps, input_shape[-1])

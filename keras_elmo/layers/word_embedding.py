@@ -5,7 +5,6 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_elmo.layers.zero_init import rebuild_config
 from keras_elmo.validation import check_int
 
 
@@ -110,7 +109,3 @@ class WordEmbedding(keras.layers.Layer):
         config.update(vocabulary_size=self.vocabulary_size, embedding_dim=self.embedding_dim,
                       output_dim=self.output_dim)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**rebuild_config(config))

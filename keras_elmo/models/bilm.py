@@ -11,10 +11,11 @@ from keras import ops
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.text.characters import token_mask
 from keras_elmo.formats.options import as_options
-from keras_elmo.layers.residual_bilstm import ResidualBiLSTM, sequence_ends
-from keras_elmo.layers.sentence_boundaries import AddSentenceBoundaries, RemoveSentenceBoundaries
+from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
+from keras_elmo.layers.sentence_boundaries import (AddSentenceBoundaries,
+                                                   RemoveSentenceBoundaries,
+                                                   with_boundary_tokens)
 from keras_elmo.layers.word_embedding import WordEmbedding
-from keras_elmo.layers.zero_init import rebuild_config
 from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 
 
@@ -38,6 +39,8 @@ class BiLM(keras.Model):
         max_batch_size: int, state rows kept when `stateful` (128).
         dropout: float in [0, 1), dropout on every LSTM layer's input when called with
             `training=True` (the training recipe's 0.1; inference never drops).
+        implementation: the loop the biLSTM runs, `"auto"` or one to force
+            (`ResidualBiLSTM`'s `implementation`).
         zero_init: bool, create every weight a published weight file holds as zeros instead
             of drawing it, for a biLM that a file fills next (`from_weights` sets it: the
             process then holds one copy of the model, not random draws plus the file's).
@@ -85,7 +88,7 @@ class BiLM(keras.Model):
     """
 
     def __init__(self, options, stateful=False, max_batch_size=128, dropout=0.0,
-                 zero_init=False, vocabulary=None, **kwargs):
+                 implementation="auto", zero_init=False, vocabulary=None, **kwargs):
         options = as_options(options)
         if vocabulary is not None:
             vocabulary = TokenVocabulary.from_config(vocabulary)
@@ -98,15 +101,11 @@ class BiLM(keras.Model):
         if options.has_word_embedding:
             word_embedder = WordEmbedding.from_options(options, zero_init=zero_init,
                                                        name="word_embedder", dtype=dtype)
-            begin_word, end_word = options.boundary_word_ids
-            add_word_boundaries = AddSentenceBoundaries(
-                begin_sentence=begin_word, end_sentence=end_word, name="add_word_boundaries")
         contextual_encoder = ResidualBiLSTM.from_options(
             options, dropout=dropout, stateful=stateful, max_batch_size=max_batch_size,
-            zero_init=zero_init, name="contextual_encoder", dtype=dtype)
-        begin_chars, end_chars = options.boundary_char_ids
-        add_boundaries = AddSentenceBoundaries(options.max_characters_per_token, begin_chars,
-                                               end_chars, name="add_sentence_boundaries")
+            implementation=implementation, zero_init=zero_init, name="contextual_encoder",
+            dtype=dtype)
+        add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries", dtype=dtype)
         # Left at the global policy (float32): a bfloat16 biLM still returns float32 vectors.
         remove_boundaries = RemoveSentenceBoundaries(name="remove_sentence_boundaries")
 
@@ -114,29 +113,28 @@ class BiLM(keras.Model):
         char_ids = keras.Input(shape=(None, options.max_characters_per_token),
                                dtype="int32", name="char_ids")
         inputs = char_ids
-        framed = add_boundaries(char_ids)  # (batch, T + 2, chars)
-        framed_mask = token_mask(framed)  # (batch, T + 2)
-        tokens = token_embedder(framed)  # (batch, T + 2, P)
+        # The `<S>` and `</S>` tokens ride along at positions T, T + 1 of every row: one
+        # token-encoder call encodes them too (a distinct token is encoded once).
+        tokens = token_embedder(with_boundary_tokens(char_ids, options.boundary_char_ids))
         if word_embedder is not None:
             word_ids = keras.Input(shape=(None,), dtype="int32", name="word_ids")
             inputs = {"char_ids": char_ids, "word_ids": word_ids}
             # No word where the char row says "no token": both frames end at one place.
             words = ops.where(token_mask(char_ids), word_ids, 0)  # (batch, T)
-            tokens = tokens + word_embedder(add_word_boundaries(words))  # (batch, T + 2, P)
-        # The boundary outputs are dropped below: a stateless biLM does not compute them.
-        lstm_layers = contextual_encoder(tokens, mask=framed_mask, skip_boundary_steps=not stateful)
-        # (batch, L, T + 2, 2P)
-        layer0 = ops.concatenate([tokens, tokens], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
-        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
-        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
-        mask = token_mask(char_ids)  # (batch, T)
-        super().__init__(inputs=inputs, outputs={"layers": layers, "mask": mask}, **kwargs)
+            tokens = tokens + word_embedder(
+                with_boundary_tokens(words, options.boundary_word_ids))  # (batch, T + 2, P)
+        layers = contextual_layers(
+            (add_boundaries, contextual_encoder, remove_boundaries), tokens[:, :-2],
+            token_mask(char_ids), tokens[:, -2:])  # (batch, L + 1, T, 2P)
+        super().__init__(inputs=inputs, outputs={"layers": layers,
+                                                 "mask": token_mask(char_ids)}, **kwargs)
 
         # === Config ===
         self.options = options
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
         self.dropout = float(dropout)
+        self.implementation = contextual_encoder.implementation
         self.vocabulary = vocabulary
         self.token_embedder = token_embedder
         self.word_embedder = word_embedder
@@ -207,11 +205,10 @@ class BiLM(keras.Model):
     def layers_from_token_embeddings(self, token_embeddings, mask):
         """The biLM's outputs from context-insensitive token vectors instead of char ids.
 
-        Runs everything after the char CNN: `<S>` and `</S>` vectors (computed here by
-        `token_embedder`, plus `word_embedder` in a word model) are put around each
-        sentence, the biLSTM runs over them, layer 0 is `[x; x]` and the boundary positions
-        are dropped. With `token_embeddings = token_embedder(char_ids)` (no boundaries; in a
-        word model plus `word_embedder(word_ids)`) the result equals `self(char_ids)`.
+        Runs everything after the token encoder, as the model's call does: the `<S>` and
+        `</S>` vectors (`boundary_token_embeddings()`) frame each sentence, the biLSTM runs,
+        layer 0 is `[x; x]` and the frame is dropped. With `token_embeddings =
+        token_embeddings(char_ids)` the result equals `self(char_ids)`.
 
         Args:
             token_embeddings: float `(batch, T, projection_dim)`, the caller's tokens (no
@@ -225,26 +222,13 @@ class BiLM(keras.Model):
 
         Example:
         >>> ids = keras_elmo.batch_to_ids([["a", "b"], ["c"]])
-        >>> vectors = bilm.token_embedder(ids)  # (2, 2, P)
+        >>> vectors = bilm.token_embeddings(ids)  # (2, 2, P)
         >>> out = bilm.layers_from_token_embeddings(vectors, ops.any(ids != 0, axis=-1))
         """
         mask = ops.cast(mask, "bool")
-        embeddings = ops.cast(token_embeddings, self.compute_dtype)
-        boundaries = self.boundary_token_embeddings()  # (2, P)
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
-        padded = ops.pad(embeddings, ((0, 0), (1, 1), (0, 0)))  # (batch, T + 2, P)
-        positions = ops.arange(ops.shape(padded)[1])[None, :]  # (1, T + 2)
-        at_eos = ops.equal(positions, lengths[:, None] + 1)[..., None]  # (batch, T + 2, 1)
-        framed = ops.where(at_eos, boundaries[1], padded)
-        framed = ops.where(ops.equal(positions, 0)[..., None], boundaries[0], framed)
-        framed_mask = positions < lengths[:, None] + 2  # (batch, T + 2)
-        lstm_layers = self.contextual_encoder(
-            framed, mask=framed_mask,
-            skip_boundary_steps=not self.stateful)  # (batch, L, T + 2, 2P)
-        layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, T + 2, 2P)
-        all_layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L+1, T+2, 2P)
-        remove_boundaries = self.get_layer("remove_sentence_boundaries")
-        layers = remove_boundaries(all_layers, mask=framed_mask)  # (batch, L + 1, T, 2P)
+        layers = contextual_layers(self._framing_layers(),
+                                   ops.cast(token_embeddings, self.compute_dtype), mask,
+                                   self.boundary_token_embeddings())
         return {"layers": layers, "mask": mask}
 
     def layers_from_packed_token_embeddings(self, token_embeddings, mask, sequence_starts,
@@ -252,10 +236,10 @@ class BiLM(keras.Model):
         """The biLM's layers over rows that hold several sentences back to back.
 
         A row holds sequences `<S> t1 ... tn </S>` one after the other: the caller places
-        the tokens' vectors and marks each sequence's start; this puts the frame's vectors
-        at each sequence's ends and runs the biLSTM from a zero state at every sequence
-        (`ResidualBiLSTM`'s `sequence_starts`): each sentence's layers are its own alone
-        (`keras_elmo.embedding.row_packing`). Every position is returned, the frame too.
+        the tokens' vectors and marks each sequence's start; the frame's vectors go to each
+        sequence's ends and the biLSTM runs from a zero state at every sequence, so each
+        sentence's layers are its own alone (`keras_elmo.embedding.row_packing`). Every
+        position is returned, the frame too.
 
         Args:
             token_embeddings: float `(rows, S, projection_dim)`: the tokens' vectors (no
@@ -265,8 +249,7 @@ class BiLM(keras.Model):
             sequence_starts: bool `(rows, S)`, True at each sequence's `<S>`; a sequence
                 ends with its `</S>` just before the next start, or at its row's end.
             boundary_embeddings: `(2, projection_dim)`, the `<S>` and `</S>` vectors if the
-                caller has them (`boundary_token_embeddings()`, or the token encoder run on
-                `boundary_token_ids()`); None: computed here.
+                caller has them (`boundary_token_embeddings()`); None: computed here.
 
         Returns:
             float32 `(rows, L + 1, S, 2 * projection_dim)`: layer 0 `[x; x]`, then the
@@ -279,19 +262,16 @@ class BiLM(keras.Model):
         >>> out = bilm.layers_from_packed_token_embeddings(row, np.ones((1, 7), bool), starts)
         >>> out.shape  # (1, L + 1, 7, 2P): [:, :, 1:3] is "a b", [:, :, 5:6] is "b"
         """
-        mask = ops.cast(mask, "bool")  # (a stateful encoder refuses sequence_starts)
-        starts = ops.logical_and(ops.cast(sequence_starts, "bool"), mask)
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (rows,)
-        ends = sequence_ends(starts, lengths)
-        boundaries = (self.boundary_token_embeddings() if boundary_embeddings is None else
-                      ops.cast(boundary_embeddings, self.compute_dtype))  # (2, P)
-        framed = ops.cast(token_embeddings, self.compute_dtype)
-        framed = ops.where(ends[..., None], boundaries[1], framed)
-        framed = ops.where(starts[..., None], boundaries[0], framed)
-        framed = ops.where(mask[..., None], framed, ops.zeros_like(framed))  # (R, S, P)
-        lstm_layers = self.contextual_encoder(framed, mask=mask, sequence_starts=starts)
-        layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (R, 1, S, 2P)
-        return ops.cast(ops.concatenate([layer0, lstm_layers], axis=1), "float32")
+        boundaries = (self.boundary_token_embeddings() if boundary_embeddings is None
+                      else boundary_embeddings)  # (2, P)
+        return contextual_layers(self._framing_layers(),
+                                 ops.cast(token_embeddings, self.compute_dtype),
+                                 ops.cast(mask, "bool"), boundaries, sequence_starts)
+
+    def _framing_layers(self):
+        """`(add, contextual_encoder, remove)`: the layers of `contextual_layers`."""
+        return (self.get_layer("add_sentence_boundaries"), self.contextual_encoder,
+                self.get_layer("remove_sentence_boundaries"))
 
     def boundary_token_embeddings(self):
         """The `<S>` and `</S>` token vectors (layer 0's `x` of the frame), `(2, P)`."""
@@ -389,6 +369,7 @@ class BiLM(keras.Model):
     def get_config(self):
         return {"options": self.options.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "dropout": self.dropout,
+                "implementation": self.implementation,
                 "name": self.name,
                 **({"vocabulary": self.vocabulary.get_config()} if self.vocabulary else {}),
                 "trainable": self.trainable,
@@ -397,4 +378,34 @@ class BiLM(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**rebuild_config(config))
+        return cls(**config)
+
+
+def contextual_layers(framing_layers, token_embeddings, mask, boundaries,
+                      sequence_starts=None):
+    """The one framing path of a biLM: frame each sentence, run the biLSTM, put layer 0
+    `[x; x]` first, drop the frame (kept in packed rows). The model's call, token vectors
+    given and packed rows all run it.
+
+    Args:
+        framing_layers: `(AddSentenceBoundaries, ResidualBiLSTM, RemoveSentenceBoundaries)`.
+        token_embeddings: `(batch, T, P)`, the caller's tokens (packed rows: every position).
+        mask: bool `(batch, T)`.
+        boundaries: the `<S>` and `</S>` vectors, `(2, P)` or per row `(batch, 2, P)`.
+        sequence_starts: None, or bool `(batch, T)` of packed rows.
+
+    Returns:
+        float32 `(batch, L + 1, T, 2P)`, zero past each sentence's (each row's) end.
+    """
+    add_boundaries, encoder, remove_boundaries = framing_layers
+    packed = sequence_starts is not None
+    framed, framed_mask = add_boundaries(token_embeddings, boundaries, mask=mask,
+                                         sequence_starts=sequence_starts)  # (batch, S, P)
+    # A stateless biLM does not compute the outputs at the frame that are dropped.
+    lstm_layers = encoder(framed, mask=framed_mask, sequence_starts=sequence_starts,
+                          skip_boundary_steps=not (packed or encoder.stateful))  # (b, L, S, 2P)
+    layer0 = ops.concatenate([framed, framed], axis=-1)[:, None]  # (batch, 1, S, 2P)
+    layers = ops.concatenate([layer0, lstm_layers], axis=1)  # (batch, L + 1, S, 2P)
+    if packed:
+        return ops.cast(layers, "float32")
+    return remove_boundaries(layers, mask=framed_mask)  # (batch, L + 1, T, 2P), float32

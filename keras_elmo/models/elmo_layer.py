@@ -218,8 +218,5 @@ class ElmoLayer(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        if "options" in config:  # written before the biLM was a held object: build one
-            config["bilm"] = config.pop("options")
-        else:
-            config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
+        config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
         return cls(**config)

@@ -4,7 +4,6 @@
     atomic_hdf5.py        an HDF5 file written that way, which a full disk cannot crash
     storage_errors.py     full disk, quota, read-only, permission: recognised, one line
     cpu_setup.py          TensorFlow's CPU settings for a biLM (threads, oneDNN), the one place
-    tensorflow_import.py  importing TensorFlow as the command does: those settings, no noise
     progress.py           one progress line on stderr
 
 None imports TensorFlow at module level.

@@ -22,8 +22,7 @@ tells, `bfloat16_cost_note()` says so in one line, and `check_bfloat16_runs()` r
 one setting where TensorFlow would abort instead (an AVX512_BF16 CPU with oneDNN capped
 below bfloat16).
 
-This module imports nothing heavy: call it first thing (the `keras-elmo` command and
-`keras_elmo.process.tensorflow_import.import_tensorflow` do).
+This module imports nothing heavy: call it first thing (the `keras-elmo` command does).
 
 Example:
 >>> settings = set_cpu_defaults()  # before TensorFlow runs anything  # doctest: +SKIP

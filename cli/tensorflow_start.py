@@ -1,6 +1,9 @@
 """Importing TensorFlow as the `keras-elmo` command does: its CPU settings, no start-up noise.
 
-`import_tensorflow()` is how the command line, the example scripts and the benchmarks start:
+`import_tensorflow()` is how the command line, the example scripts and the benchmarks start.
+Its measures change the process (file descriptor 2 while TensorFlow loads, `sys.modules`,
+the garbage collector), so they live here, with the command, and nothing a library user
+imports reaches them:
 
 - the thread layout and the oneDNN choice for a biLM (`keras_elmo.process.cpu_setup`), and
   `TF_CPP_MIN_LOG_LEVEL=3` (TensorFlow's C++ log lines: "failed call to cuInit" on a machine
@@ -24,8 +27,8 @@
   the full collections during a run nor the ones at the interpreter's shutdown, which
   otherwise cost a command most of a second (docs/performance.md, "Start-up").
 
-Call it before anything imports TensorFlow; a library user who wants only the CPU settings
-calls `keras_elmo.process.cpu_setup.set_cpu_defaults()`.
+Call it before anything imports TensorFlow. A program using the library calls
+`keras_elmo.process.cpu_setup.set_cpu_defaults()` for the CPU settings alone.
 
 Example:
 >>> tf = import_tensorflow()  # doctest: +SKIP
