@@ -21,6 +21,14 @@ def test_flags_are_read_from_cpuinfo(tmp_path):
     assert cpu_setup.cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
+def test_the_model_name_is_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8481C\n")
+    assert cpu_setup.cpu_model(str(cpuinfo)) == "Intel(R) Xeon(R) Platinum 8481C"
+    assert cpu_setup.cpu_model(str(tmp_path / "missing")) == "unknown"
+    assert cpu_setup.describe_cpu({}, flags=AVX2).endswith("; model: " + cpu_setup.cpu_model())
+
+
 def test_onednn_is_turned_on_for_avx2_cpus_unless_the_user_set_it():
     environ = {}
     settings = cpu_setup.set_cpu_defaults(environ, flags=AVX2, cores=2)
@@ -163,3 +171,12 @@ def test_the_readme_one_call_setup_runs_as_written(tmp_path):
     expected = "1" if "avx2" in cpu_setup.cpu_flags() else "None"
     assert value == expected and line.startswith("cpu: ") and "threads: " in line, done.stdout
     assert tensorflow_loaded == "False"  # it runs before TensorFlow, as documented
+
+
+def test_one_row_transposes_pay_where_measured():
+    """oneDNN's kernels on an AVX2-only CPU; not TensorFlow's own, not on AVX512."""
+    on, off = {"TF_ENABLE_ONEDNN_OPTS": "1"}, {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert cpu_setup.one_row_transposes_pay(on, flags=AVX2)
+    assert not cpu_setup.one_row_transposes_pay(off, flags=AVX2)
+    assert not cpu_setup.one_row_transposes_pay({}, flags=AVX2)  # TensorFlow's AVX2 default
+    assert not cpu_setup.one_row_transposes_pay(on, flags=AVX2 | {"avx512f"})

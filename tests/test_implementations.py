@@ -75,6 +75,20 @@ def test_every_loop_gives_the_reference_and_the_same_gradients(model, lengths, t
                                        err_msg=implementation)
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["as-stored", "transposed"])
+def test_one_row_steps_read_w_h_either_way_with_the_same_numbers(model, monkeypatch,
+                                                                 transposed):
+    """A one-row step reads `W_h` as stored or from a transpose made in the call (where
+    that pays, `cpu_setup.one_row_transposes_pay`): the reference's numbers either way."""
+    from keras_elmo.layers import lstm_projection_cell
+
+    monkeypatch.setattr(lstm_projection_cell, "one_row_transposes_pay", lambda: transposed)
+    options, arrays, files = model
+    x, mask = _inputs([4], steps=4)
+    out, _ = _encoder_run(files, "one_row_loop", x, mask, training=False)
+    np.testing.assert_allclose(out, ref.contextual_encoder(arrays, options, x, [4]), atol=ATOL)
+
+
 def test_auto_resolves_from_what_the_call_shows():
     encoder = ResidualBiLSTM(units=6, projection_dim=4)
     assert encoder.resolve_implementation(training=True, batch_size=8) == "sequence_gradient"

@@ -141,12 +141,10 @@ def _block_rows(shape):
 
 
 def _assign_rows(variable, read_rows, transposed=False):
-    """`variable = read_rows(...)` read one block of rows (about `_BLOCK_BYTES`) at a time
-    into one array in the layer's layout, then assigned whole.
+    """`variable = read_rows(...)`, read one block of rows (about `_BLOCK_BYTES`) at a time
+    into one array in the layer's layout, then assigned whole (a slice assignment would
+    make every later read of the variable a copy: docs/performance.md, "Memory").
 
-    The array is the only full-size temporary (no permuted second copy). Assigning slices
-    of the variable instead would put it in TensorFlow's copy-on-read mode (sparse access):
-    every later read, every step of the LSTM loop, would then copy the whole matrix.
     `transposed`: the variable stores the transpose of what the rows make up (an LSTM
     cell's `W_x`, `W_h`, `W_p`, kept `(out, in)`); the blocks go into the array's columns.
     """
@@ -165,13 +163,10 @@ def _assign_rows(variable, read_rows, transposed=False):
 def _write(variable, value):
     """`variable = value` (an aligned float32 array of the variable's shape, not used after).
 
-    A variable that holds only zeros (a biLM built with `zero_init=True`) gets the values
-    added in its own buffer, `0 + x = x`: assigning would give it a new buffer, and
-    TensorFlow's allocator would keep the old one for the rest of the process. TensorFlow's
-    CPU kernels flush subnormals to zero and `0 + (-0) = +0`, so values holding either are
-    assigned instead (the loaded model stays bit for bit the file). Any other variable is
-    assigned. A reduced-precision variable (`BiLM(dtype="bfloat16")`) gets the values
-    rounded to its dtype.
+    A variable of zeros (a biLM built with `zero_init=True`) gets the values added in its
+    own buffer, so the process holds one copy of the model (docs/performance.md, "Memory");
+    values holding a subnormal or a -0.0, which `0 + x` would change, are assigned instead.
+    A reduced-precision variable gets the values rounded to its dtype.
     """
     import tensorflow as tf
 

@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 
 from keras_elmo import constants
-from keras_elmo.process.cpu_setup import onednn_enabled
+from keras_elmo.process.cpu_setup import one_row_transposes_pay
 
 #: What one step computes: the new state `(h, c)` and the values a hand-written backward
 #: pass needs: the gate pre-activations `z` `(4U, batch)`, the memory before its clip
@@ -144,14 +144,13 @@ class LSTMProjectionCell(keras.layers.Layer):
     def step_kernels(self, one_row=False):
         """The `StepKernels` a loop reads once per call and passes to every step.
 
-        For one-row steps in float32 with oneDNN's kernels, `W_h` is transposed here, in the
-        call: a row times an `(in, out)` `W_h` streams faster than `x^T W^T` there, by more
-        than the transpose costs over a sentence (not so in bfloat16 nor with TensorFlow's
-        own kernels; docs/performance.md). The transpose is a tensor of this call, not
-        state: it always follows the variable.
+        For one-row float32 steps where it pays (`cpu_setup.one_row_transposes_pay`), `W_h`
+        is transposed here, in the call: a row times an `(in, out)` `W_h` then streams
+        faster than `x^T W^T`, by more than the transpose costs over a sentence. The
+        transpose is a tensor of this call, not state: it always follows the variable.
         """
         recurrent = tf.convert_to_tensor(self.recurrent_kernel)
-        in_out = one_row and self.compute_dtype == "float32" and onednn_enabled()
+        in_out = one_row and self.compute_dtype == "float32" and one_row_transposes_pay()
         if in_out:
             recurrent = tf.transpose(recurrent)  # (P, 4U)
         return StepKernels(recurrent, tf.convert_to_tensor(self.projection_kernel), in_out)

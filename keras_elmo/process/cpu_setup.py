@@ -74,6 +74,19 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
     return frozenset()
 
 
+def cpu_model(cpuinfo="/proc/cpuinfo"):
+    """The CPU's model name as /proc/cpuinfo gives it ("AMD EPYC", "Intel(R) Xeon(R) ...",
+    "unknown" where it cannot be read)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def native_bfloat16(flags=None, environ=None):
     """True when bfloat16 runs in hardware here: the CPU has AVX512_BF16 or AMX_BF16,
     TensorFlow's oneDNN kernels are on (its other bfloat16 kernels emulate it), and
@@ -197,8 +210,18 @@ def onednn_enabled(environ=None, flags=None):
     return any(flag in flags for flag in TENSORFLOW_ONEDNN_FLAGS)
 
 
+def one_row_transposes_pay(environ=None, flags=None):
+    """Whether a float32 one-row LSTM step reads `W_h` faster from an `(in, out)` transpose
+    made in each call than from the stored `(out, in)` kernel, by more than the transpose
+    costs: measured so with oneDNN's kernels on an AVX2-only CPU, not with TensorFlow's own
+    kernels nor on an AVX512 one (docs/performance.md, "Figures behind the code's choices")."""
+    flags = cpu_flags() if flags is None else flags
+    return onednn_enabled(environ, flags) and "avx512f" not in flags
+
+
 def describe_cpu(environ=None, flags=None):
-    """One line for a report: the CPU's flags, oneDNN on or off and who chose it, threads."""
+    """One line for a report: the CPU's flags, oneDNN on or off and who chose it, threads,
+    the CPU's model name."""
     environ = os.environ if environ is None else environ
     flags = cpu_flags() if flags is None else flags
     names = " ".join(flag for flag in CPU_FLAGS if flag in flags) or "no AVX2"
@@ -212,7 +235,7 @@ def describe_cpu(environ=None, flags=None):
     isa = environ.get(ONEDNN_ISA_VARIABLE)
     capped = f", {ONEDNN_ISA_VARIABLE}={isa}" if isa else ""
     return (f"cpu: {names}; oneDNN {state} ({who}{capped}); "
-            f"{describe_thread_layout(environ)}")
+            f"{describe_thread_layout(environ)}; model: {cpu_model()}")
 
 
 def usable_cores():
