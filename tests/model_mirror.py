@@ -12,7 +12,8 @@ one `NAME.model/` folder, as HIT-SCIR's). `MirrorServer(directory)` serves that 
         os.environ["KERAS_ELMO_MIRROR"] = server.url
         server.requests            # [(path, Range header or None), ...]
         server.faults["/x.hdf5"] = ("cut", 1000)   # first answer stops after 1000 bytes
-        server.faults["/x.hdf5"] = ("status", 404) # or ("html",), ("hang", seconds)
+        server.faults["/x.hdf5"] = ("status", 404) # or ("html",), ("hang", seconds),
+                                                   # ("slow", seconds) before the body
 
 Example:
     write_mirror("mirror", ["elmo-small", "efml-zhs"])
@@ -115,7 +116,8 @@ class MirrorServer:
         url: `http://127.0.0.1:PORT`.
         requests: list of `(path, Range header or None)`, in order.
         faults: dict path -> fault: `("cut", n)` the first answer sends n bytes then closes,
-            `("status", code)`, `("html",)` an HTML page, `("hang", seconds)` no answer.
+            `("status", code)`, `("html",)` an HTML page, `("hang", seconds)` no answer,
+            `("slow", seconds)` the headers, then a pause before the body.
     """
 
     def __init__(self, directory):
@@ -183,6 +185,8 @@ def _handler(mirror):
             if start:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             self.end_headers()
+            if fault and fault[0] == "slow":
+                time.sleep(fault[1])
             if fault and fault[0] == "cut" and path not in mirror._cut_done:
                 mirror._cut_done.add(path)
                 self.wfile.write(body[:fault[1]])

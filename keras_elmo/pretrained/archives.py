@@ -16,11 +16,13 @@ Example:
 ['char.dic', 'config.json', 'encoder.pkl', 'token_embedder.pkl', 'word.dic']
 """
 
+import lzma
 import os
 import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 
 from keras_elmo.process.storage_errors import check_free_space
 
@@ -77,18 +79,15 @@ def unpack_archive(path, destination, kind, what):
         if kind == "zip":
             return _unpack_zip(path, destination, what)
         return _unpack_tar(path, destination, what)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, _decompression_errors()) as error:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, lzma.LZMAError, zlib.error,
+            OSError) as error:
+        if isinstance(error, OSError) and (error.errno is not None
+                                           or isinstance(error, ArchiveDamagedError)):
+            raise  # a storage fault (the caller's guard names it), not a damaged archive
         raise ArchiveDamagedError(f"the archive of {what} ({os.path.basename(path)}) cannot be "
                                   f"read to its end ({type(error).__name__}: {error}); nothing "
                                   "of it was kept; run the same command again to download it "
                                   "afresh.") from None
-
-
-def _decompression_errors():
-    import lzma
-    import zlib
-
-    return (lzma.LZMAError, zlib.error)
 
 
 def _unpack_zip(path, destination, what):

@@ -183,7 +183,8 @@ def _download_into(plan, folder, partial, progress, timeout):
                           what=f"the model {plan.label}") as staging:
         for file in plan.files:
             part = os.path.join(partial, f"{file.role}.part")
-            result = download(file.urls, part, f"{plan.label} {file.file_name}",
+            what = file.file_name if plan.user_given else f"{plan.label} {file.file_name}"
+            result = download(file.urls, part, what,
                               size=file.size, sha256=file.sha256, timeout=timeout,
                               progress=progress, user_given=plan.user_given)
             downloads.append({"role": file.role, "url": result.url, "size": result.size,
