@@ -153,6 +153,8 @@ BAD_ARGUMENTS = [
     ["embed", "{tmp}/no_run", "{tmp}/corpus.txt", "{tmp}/out.hdf5"],
     ["neighbors", "{tmp}/no_run", "a b", "--corpus", "{tmp}/corpus.txt", "--word", "a"],
     ["data", "people-daily", "--out", "{tmp}/corpus.txt"],
+    ["embed", "elmo-smal", "{tmp}/corpus.txt", "{tmp}/out.hdf5"],  # not a catalog name
+    ["models", "download", "no-such-model"],
 ]
 
 _PROBE = """
