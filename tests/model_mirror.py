@@ -19,12 +19,12 @@ Example:
     write_mirror("mirror", ["elmo-small", "efml-zhs"])
 """
 
+import contextlib
 import functools
 import hashlib
 import http.server
 import io
 import os
-import shutil
 import tarfile
 import threading
 import time
@@ -33,6 +33,10 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EFML_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "efml", "tiny_zip")
+#: Where the mirror holds `elmo-small`'s weights and options (its catalog URLs' paths).
+SMALL_WEIGHTS = ("/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+                 "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5")
+SMALL_OPTIONS = SMALL_WEIGHTS.replace("_weights.hdf5", "_options.json")
 #: The EFML fixture files an archive holds (the others are the fixture's test data).
 EFML_FILES = ("char.dic", "cnn_50_100_512_4096_sample.json", "config.json", "encoder.pkl",
               "token_embedder.pkl", "word.dic")
@@ -205,6 +209,22 @@ def _handler(mirror):
     return Handler
 
 
-def copy_tree(source, target):
-    """Copies a mirror folder (a test's own copy of a session-wide one)."""
-    shutil.copytree(source, target)
+#: The variables of keras_elmo.pretrained a test starts without.
+_VARIABLES = ("KERAS_ELMO_OFFLINE", "HF_HUB_OFFLINE", "KERAS_ELMO_CATALOG",
+              "KERAS_ELMO_DOWNLOAD_TIMEOUT")
+
+
+@contextlib.contextmanager
+def serving(directory, cache_dir, monkeypatch):
+    """A test's mirror: `MirrorServer(directory)` running, `KERAS_ELMO_MIRROR` at it,
+    `KERAS_ELMO_CACHE` at `cache_dir`, the other variables unset and the retries' backoff
+    short; yields the server."""
+    from keras_elmo.pretrained import http_download
+
+    monkeypatch.setenv("KERAS_ELMO_CACHE", str(cache_dir))
+    for variable in _VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(http_download, "BACKOFF_SECONDS", 0.01)
+    with MirrorServer(directory) as server:
+        monkeypatch.setenv("KERAS_ELMO_MIRROR", server.url)
+        yield server

@@ -11,11 +11,8 @@ import pytest
 import model_mirror
 import small_filesystem
 from keras_elmo.cli.main import main
-from keras_elmo.pretrained import http_download
 
-SMALL_WEIGHTS = ("/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
-                 "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5")
-SMALL_OPTIONS = SMALL_WEIGHTS.replace("_weights.hdf5", "_options.json")
+SMALL_WEIGHTS, SMALL_OPTIONS = model_mirror.SMALL_WEIGHTS, model_mirror.SMALL_OPTIONS
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +24,10 @@ def mirror_dir(tmp_path_factory):
 
 @pytest.fixture
 def served(mirror_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("KERAS_ELMO_CACHE", str(tmp_path / "cache"))
-    for variable in ("KERAS_ELMO_OFFLINE", "HF_HUB_OFFLINE", "KERAS_ELMO_CATALOG",
-                     "KERAS_ELMO_DOWNLOAD_TIMEOUT"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(http_download, "BACKOFF_SECONDS", 0.01)
+    """The module's mirror served, a fresh cache, and a text file in the working folder."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.txt").write_text("the cat sat\n北京 欢迎 你\n", encoding="utf-8")
-    with model_mirror.MirrorServer(mirror_dir) as server:
-        monkeypatch.setenv("KERAS_ELMO_MIRROR", server.url)
+    with model_mirror.serving(mirror_dir, tmp_path / "cache", monkeypatch) as server:
         yield server
 
 

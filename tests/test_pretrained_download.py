@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import model_mirror
-from keras_elmo.pretrained import http_download
 from keras_elmo.pretrained.catalog import UnknownModelError
 from keras_elmo.pretrained.fetch import OfflineError
 from keras_elmo.pretrained.http_download import BadURLError, DownloadError
@@ -23,9 +22,7 @@ from keras_elmo.pretrained.model_cache import MANIFEST_FILE, CacheChangedError
 from keras_elmo.pretrained.model_check import ModelCheckError
 from keras_elmo.pretrained.resolve import download_model, resolve_model
 
-SMALL_WEIGHTS = ("/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
-                 "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5")
-SMALL_OPTIONS = SMALL_WEIGHTS.replace("_weights.hdf5", "_options.json")
+SMALL_WEIGHTS, SMALL_OPTIONS = model_mirror.SMALL_WEIGHTS, model_mirror.SMALL_OPTIONS
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +37,7 @@ def mirror_dir(tmp_path_factory):
 @pytest.fixture
 def served(mirror_dir, tmp_path, monkeypatch):
     """A server of the module's mirror, KERAS_ELMO_MIRROR and a fresh KERAS_ELMO_CACHE."""
-    monkeypatch.setenv("KERAS_ELMO_CACHE", str(tmp_path / "cache"))
-    for variable in ("KERAS_ELMO_OFFLINE", "HF_HUB_OFFLINE", "KERAS_ELMO_CATALOG",
-                     "KERAS_ELMO_DOWNLOAD_TIMEOUT"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(http_download, "BACKOFF_SECONDS", 0.01)
-    with model_mirror.MirrorServer(mirror_dir) as server:
-        monkeypatch.setenv("KERAS_ELMO_MIRROR", server.url)
+    with model_mirror.serving(mirror_dir, tmp_path / "cache", monkeypatch) as server:
         yield server
 
 

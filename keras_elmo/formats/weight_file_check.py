@@ -3,8 +3,8 @@
 `published_shapes(options)` lists the datasets a `weights.hdf5` of these options holds and
 their shapes (docs/model.md section 6; the names are `weight_file`'s); `check_weight_file`
 opens the file (HDF5 refuses one cut short: its stored end is past the file's end) and
-compares names and shapes with the same rules as `weight_file.load_bilm_weights`, reading no
-weight value and importing no TensorFlow. The download cache runs it before a model counts
+compares names and shapes by the rules loading applies (`weight_file.check_dataset_shapes`),
+reading no weight value and importing no TensorFlow. The download cache runs it before a model counts
 as cached (`keras_elmo.pretrained`); loading still checks everything, values included.
 
 Example:
@@ -14,10 +14,9 @@ Example:
 >>> check_weight_file(options, "tiny/weights.hdf5")  # doctest: +SKIP
 """
 
-import h5py
-
 from keras_elmo import constants
-from keras_elmo.formats.weight_file import _LSTM_PREFIX, _MODEL_ROOTS
+from keras_elmo.formats.weight_file import (_LSTM_PREFIX, check_dataset_shapes, dataset_shapes,
+                                           open_weight_file)
 
 
 def published_shapes(options):
@@ -60,24 +59,5 @@ def check_weight_file(options, path):
             options do not have (one line naming it, the shape found and the one expected).
     """
     path = str(path)
-    expected = published_shapes(options)
-    try:
-        weights = h5py.File(path, "r")
-    except OSError as error:
-        raise ValueError(f"weight file {path} is not a readable HDF5 file ({error}).") from None
-    with weights:
-        shapes = {}
-        weights.visititems(lambda name, item: shapes.__setitem__(name, tuple(item.shape))
-                           if isinstance(item, h5py.Dataset) else None)
-    for name, shape in expected.items():
-        if name not in shapes:
-            raise ValueError(f"weight file {path} has no dataset {name!r} (expected shape "
-                             f"{shape} for these options).")
-        if shapes[name] != shape:
-            raise ValueError(f"weight file {path}: dataset {name!r} has shape {shapes[name]}, "
-                             f"expected {shape} for these options.")
-    for name in sorted(shapes):
-        if name.startswith(_MODEL_ROOTS) and name not in expected:
-            raise ValueError(f"weight file {path} has dataset {name!r} with shape "
-                             f"{shapes[name]}, which a model with these options does not "
-                             "have (check n_highway, n_layers and the projection).")
+    with open_weight_file(path) as weights:
+        check_dataset_shapes(path, dataset_shapes(weights), published_shapes(options))
