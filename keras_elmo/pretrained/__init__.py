@@ -1,7 +1,9 @@
 """The published ELMo models by name: the catalog, and a download cache that can be trusted.
 
     catalog.json           the models (data, not code): names, sizes, sources, URLs
-    catalog.py             reads and checks it (and the user's, KERAS_ELMO_CATALOG)
+    catalog.py             reads it (and the user's, KERAS_ELMO_CATALOG); names, nearest names
+    catalog_schema.py      checks an entry field by field, one line per mistake
+    catalog_entry.py       an entry and its files as Python sees them; the mirror's URLs
     settings.py            the environment variables: cache, offline, mirror, timeout
     resolve.py             a directory, a name or a URL, made local (`resolve_model`)
     fetch.py               a model into the cache once: lock, download, unpack, check
