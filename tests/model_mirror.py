@@ -44,7 +44,7 @@ EFML_FILES = ("char.dic", "cnn_50_100_512_4096_sample.json", "config.json", "enc
 
 def tiny_published_model(directory, seed=7):
     """Writes a tiny random published model (options.json, weights.hdf5) into `directory`
-    (made in a subprocess-free way: Keras and TensorFlow load here)."""
+    (Keras and TensorFlow load in this process)."""
     import keras
 
     import keras_elmo
@@ -100,7 +100,8 @@ def write_mirror(directory, names, catalog=None):
                 content = {url: efml_archive_bytes(os.path.basename(mirror_path(url)))
                            for url in file.urls}
             else:
-                source = os.path.join(model, f"{file.role}.{'json' if file.role == 'options' else 'hdf5'}")
+                extension = "json" if file.role == "options" else "hdf5"
+                source = os.path.join(model, f"{file.role}.{extension}")
                 with open(source, "rb") as handle:
                     data = handle.read()
                 content = {url: data for url in file.urls}

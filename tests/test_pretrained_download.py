@@ -254,6 +254,22 @@ def test_urls_as_allennlp_passes_them(served, tmp_path):
         resolve_model("s3://bucket/model.zip")
 
 
+def test_urls_offline_and_changed_say_what_to_do(served, tmp_path, monkeypatch):
+    pair = {"options_file": served.url + SMALL_OPTIONS, "weight_file": served.url + SMALL_WEIGHTS}
+    monkeypatch.setenv("KERAS_ELMO_OFFLINE", "1")
+    with pytest.raises(OfflineError, match=r"download it where there is a network \(the same "
+                                           r"command fetches it\) into the same cache"):
+        resolve_model(**pair)
+    monkeypatch.delenv("KERAS_ELMO_OFFLINE")
+    weights = resolve_model(**pair).weight_file
+    with open(weights, "ab") as handle:
+        handle.write(b"more")
+    with pytest.raises(CacheChangedError, match=r"weights.hdf5 is \d+ bytes, \d+ when "
+                                                r"downloaded; remove .*url-[0-9a-f]{16} and run "
+                                                r"the same command again.$"):
+        resolve_model(**pair)
+
+
 def test_a_url_answering_html_instead_of_the_file(served, tmp_path, monkeypatch):
     served.faults[SMALL_WEIGHTS] = ("html",)
     with pytest.raises(BadURLError) as raised:  # the user's own URL: exit 2

@@ -4,8 +4,9 @@
 their shapes (docs/model.md section 6; the names are `weight_file`'s); `check_weight_file`
 opens the file (HDF5 refuses one cut short: its stored end is past the file's end) and
 compares names and shapes by the rules loading applies (`weight_file.check_dataset_shapes`),
-reading no weight value and importing no TensorFlow. The download cache runs it before a model counts
-as cached (`keras_elmo.pretrained`); loading still checks everything, values included.
+reading no weight value and importing no TensorFlow. The download cache runs it before a
+model counts as cached (`keras_elmo.pretrained`); loading still checks everything, values
+included.
 
 Example:
 >>> options = keras_elmo.BiLMOptions.tiny()

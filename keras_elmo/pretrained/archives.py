@@ -54,7 +54,7 @@ def archive_kind(name):
                  if lowered.endswith(suffix)), None)
 
 
-def unpack_archive(path, destination, kind, what):
+def unpack_archive(path, destination, kind, what, name=None):
     """Unpacks the archive `path` into the existing folder `destination`.
 
     Args:
@@ -62,6 +62,7 @@ def unpack_archive(path, destination, kind, what):
         destination: the folder to unpack into (the caller's staging folder).
         kind: `"zip"` or `"tar"` (`archive_kind`).
         what: the model's name, for the error lines.
+        name: the archive's own name, for the error lines (default: `path`'s).
 
     Returns:
         list of the files written, relative to `destination`, in archive order.
@@ -75,22 +76,23 @@ def unpack_archive(path, destination, kind, what):
     if kind not in ("zip", "tar"):
         raise ValueError(f"Expected kind 'zip' or 'tar'. Received: kind={kind!r}")
     destination = os.path.realpath(destination)
+    shown = name or os.path.basename(path)
     try:
         if kind == "zip":
-            return _unpack_zip(path, destination, what)
-        return _unpack_tar(path, destination, what)
+            return _unpack_zip(path, destination, what, shown)
+        return _unpack_tar(path, destination, what, shown)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, lzma.LZMAError, zlib.error,
             OSError) as error:
         if isinstance(error, OSError) and (error.errno is not None
                                            or isinstance(error, ArchiveDamagedError)):
             raise  # a storage fault (the caller's guard names it), not a damaged archive
-        raise ArchiveDamagedError(f"the archive of {what} ({os.path.basename(path)}) cannot be "
+        raise ArchiveDamagedError(f"the archive of {what} ({shown}) cannot be "
                                   f"read to its end ({type(error).__name__}: {error}); nothing "
                                   "of it was kept; run the same command again to download it "
                                   "afresh.") from None
 
 
-def _unpack_zip(path, destination, what):
+def _unpack_zip(path, destination, what, shown):
     written = []
     with zipfile.ZipFile(path) as archive:
         members = archive.infolist()
@@ -99,67 +101,67 @@ def _unpack_zip(path, destination, what):
         for member in members:
             mode = member.external_attr >> 16
             if stat.S_ISLNK(mode):
-                _refuse(what, path, member.filename, "is a symbolic link")
-            target = _target(destination, member.filename, what, path)
+                _refuse(what, shown, member.filename, "is a symbolic link")
+            target = _target(destination, member.filename, what, shown)
             if member.is_dir():
                 os.makedirs(target, exist_ok=True)
                 continue
             with archive.open(member) as source:
-                _write(source, target, member.filename, what, path)
+                _write(source, target, member.filename, what, shown)
             written.append(os.path.relpath(target, destination))
     return written
 
 
-def _unpack_tar(path, destination, what):
+def _unpack_tar(path, destination, what, shown):
     written = []
     with tarfile.open(path, "r:*") as archive:
         for member in archive:  # read one member at a time: never the whole listing first
             if member.isdir():
-                os.makedirs(_target(destination, member.name, what, path), exist_ok=True)
+                os.makedirs(_target(destination, member.name, what, shown), exist_ok=True)
                 continue
             if not member.isreg():
                 kind = ("is a symbolic link" if member.issym() else
                         "is a hard link" if member.islnk() else
                         "is a device or FIFO, not a regular file")
-                _refuse(what, path, member.name, kind)
-            target = _target(destination, member.name, what, path)
+                _refuse(what, shown, member.name, kind)
+            target = _target(destination, member.name, what, shown)
             source = archive.extractfile(member)
             with source:
-                _write(source, target, member.name, what, path)
+                _write(source, target, member.name, what, shown)
             written.append(os.path.relpath(target, destination))
     return written
 
 
-def _target(destination, name, what, path):
+def _target(destination, name, what, shown):
     """Where member `name` goes; refused when absolute, with `..`, or outside."""
     normalised = name.replace("\\", "/")
     if not normalised or normalised.startswith("/") or (len(normalised) > 1
                                                          and normalised[1] == ":"):
-        _refuse(what, path, name, "is an absolute path")
+        _refuse(what, shown, name, "is an absolute path")
     parts = [part for part in normalised.split("/") if part not in ("", ".")]
     if ".." in parts:
-        _refuse(what, path, name, "climbs out with '..'")
+        _refuse(what, shown, name, "climbs out with '..'")
     if not parts:
-        _refuse(what, path, name, "names no file")
+        _refuse(what, shown, name, "names no file")
     target = os.path.join(destination, *parts)
     parent = os.path.realpath(os.path.dirname(target))
     if parent != destination and not parent.startswith(destination + os.sep):
-        _refuse(what, path, name, "would land outside the model's folder")
+        _refuse(what, shown, name, "would land outside the model's folder")
     return target
 
 
-def _write(source, target, name, what, path):
+def _write(source, target, name, what, shown):
     os.makedirs(os.path.dirname(target), exist_ok=True)
     try:
         handle = open(target, "xb")
     except FileExistsError:
-        _refuse(what, path, name, "appears twice (it would overwrite a member)")
+        _refuse(what, shown, name, "appears twice (it would overwrite a member)")
     with handle:
         shutil.copyfileobj(source, handle, _CHUNK)
 
 
-def _refuse(what, path, name, reason):
+def _refuse(what, shown, name, reason):
     raise ArchiveRefusedError(
-        f"refused to unpack the archive of {what} ({os.path.basename(path)}): member "
+        f"refused to unpack the archive of {what} ({shown}): member "
         f"{name!r} {reason}; a model archive holds regular files and folders inside its own "
         "folder only, so nothing of it was kept (use the model's published archive).")

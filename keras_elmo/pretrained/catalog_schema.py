@@ -13,7 +13,7 @@ Example:
 >>> parse_entry("my-elmo", {"language": "en", "layout": "zip", "files": []})
 Traceback (most recent call last):
 ...
-keras_elmo.pretrained.catalog_schema.CatalogError: the catalog: models['my-elmo'].layout is 'zip'; expected one of ['options+weights', 'archive'].
+keras_elmo.pretrained.catalog_schema.CatalogError: ...layout is 'zip'; expected one of ['options+weights', 'archive'].
 """
 
 import json

@@ -57,7 +57,8 @@ class FetchPlan:
         label: how the lines name it.
         layout: `"options+weights"` or `"archive"`.
         files: tuple of `ModelFile` (URLs as they will be tried).
-        download: the argument of `keras-elmo models download` that refetches it.
+        download: the argument of `keras-elmo models download` that refetches it (None for
+            an options/weights pair of URLs: the command that named them fetches them).
         user_given: the URLs are the user's own (a 404 or an HTML answer is their mistake).
     """
 
@@ -106,7 +107,7 @@ def plan_for_file_urls(options_url, weights_url):
     files = (ModelFile("options", (options_url,)), ModelFile("weights", (weights_url,)))
     name = os.path.basename(urllib.parse.urlsplit(weights_url).path) or "weights"
     return FetchPlan(_url_key(options_url, weights_url), name, "options+weights", files,
-                     f"--options {options_url} --weights {weights_url}", user_given=True)
+                     None, user_given=True)
 
 
 def _url_key(*urls):
@@ -145,11 +146,13 @@ def fetch(plan, root=None, force=False, progress=True, offline=None, timeout=Non
             return cached
     if offline:
         variable = settings.offline_variable()
+        how = (f"with `keras-elmo models download {plan.download}`" if plan.download
+               else "(the same command fetches it)")
         raise OfflineError(
             f"{variable}={os.environ.get(variable)} (the cache only) and {plan.label} is not "
             f"in the cache ({os.path.join(root, plan.key)}); download it where there is a "
-            f"network with `keras-elmo models download {plan.download}` into the same cache "
-            f"({settings.CACHE_VARIABLE}), or unset {variable}.")
+            f"network {how} into the same cache ({settings.CACHE_VARIABLE}), or unset "
+            f"{variable}.")
     with download_lock(root, plan.key):
         if not force:  # another process may have fetched it while this one waited
             cached = cached_model_dir(root, plan.key, plan.files)
@@ -191,9 +194,8 @@ def _download_into(plan, folder, partial, progress, timeout):
                               "sha256": result.sha256})
             if file.role == "archive":
                 try:
-                    unpack_archive(part, staging,
-                                   archive_kind(urllib.parse.urlsplit(result.url).path),
-                                   plan.label)
+                    name = os.path.basename(urllib.parse.urlsplit(result.url).path)
+                    unpack_archive(part, staging, archive_kind(name), plan.label, name=name)
                 finally:
                     remove_quietly(part)  # the unpacked files are what is kept
             else:

@@ -86,10 +86,11 @@ def verify_cached(root, key, label=None):
         elif file_sha256(path) != record.get("sha256"):
             problem = "has another sha256 than when downloaded"
         if problem:
-            raise CacheChangedError(
-                f"the cached model {label or key} ({folder}) changed since it was downloaded: "
-                f"{name} {problem}; download it afresh with `keras-elmo models download "
-                f"{manifest.get('source', {}).get('download', key)} --force`.")
+            download = manifest.get("source", {}).get("download")
+            how = (f"download it afresh with `keras-elmo models download {download} --force`"
+                   if download else f"remove {folder} and run the same command again")
+            raise CacheChangedError(f"the cached model {label or key} ({folder}) changed since "
+                                    f"it was downloaded: {name} {problem}; {how}.")
 
 
 def write_manifest(staging, key, source, downloads, model_dir):
