@@ -356,7 +356,7 @@ _RACER = textwrap.dedent("""
     from keras_elmo.pretrained.resolve import resolve_model
     while time.time() < float(sys.argv[1]):
         time.sleep(0.005)
-    print(resolve_model("efml-zhs", progress=False).model_dir)
+    print(resolve_model("efml-zhs").model_dir)
     import keras_elmo
     bilm = keras_elmo.load_bilm("efml-zhs")
     print(bilm.output_dim)

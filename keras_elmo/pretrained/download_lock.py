@@ -15,7 +15,6 @@ Example:
 """
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -29,17 +28,20 @@ LOCK_DIR = ".locks"
 
 
 @contextlib.contextmanager
-def download_lock(root, key, stream=None):
+def download_lock(root, key, stream=None, announce=True):
     """Holds the download lock of model `key` in the cache `root` (module docstring).
 
     Args:
         root: the cache folder (created if missing).
         key: the model's folder name.
         stream: where the one waiting line goes (stderr).
+        announce: bool, write that line (False: wait without a word).
 
     Raises:
         StorageError: the cache cannot be written (read-only, no permission, full).
     """
+    import fcntl  # POSIX; imported here so that loading a local model needs no lock at all
+
     path = os.path.join(root, LOCK_DIR, f"{key}.lock")
     with storage_guard(root, "the model cache", then=CACHE_THEN):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -48,9 +50,9 @@ def download_lock(root, key, stream=None):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(fd)
-            print(f"keras-elmo: waiting for {holder}, which is downloading {key} into "
-                  f"{root} (lock {path})", file=stream or sys.stderr, flush=True)
+            if announce:
+                print(f"keras-elmo: waiting for {_holder(fd)}, which is downloading {key} into "
+                      f"{root} (lock {path})", file=stream or sys.stderr, flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
         record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
         os.ftruncate(fd, 0)

@@ -67,6 +67,12 @@ class DownloadProgress:
             self.last = now
             self._write("\r" + self.line() + "   ")
 
+    def stop(self):
+        """Ends a terminal's line of a download that stopped half way (the line of what
+        went wrong then starts a line of its own); nothing in a log."""
+        if self.enabled and self.tty and self.done > self.start_bytes:
+            self._write("\n")
+
     def close(self):
         """Writes the final line: the size and the time taken."""
         if not self.enabled:

@@ -153,7 +153,7 @@ def fetch(plan, root=None, force=False, progress=True, offline=None, timeout=Non
             f"in the cache ({os.path.join(root, plan.key)}); download it where there is a "
             f"network {how} into the same cache ({settings.CACHE_VARIABLE}), or unset "
             f"{variable}.")
-    with download_lock(root, plan.key):
+    with download_lock(root, plan.key, announce=progress):
         if not force:  # another process may have fetched it while this one waited
             cached = cached_model_dir(root, plan.key, plan.files)
             if cached is not None:

@@ -27,6 +27,7 @@ Example:
 >>> result.size, result.sha256  # doctest: +SKIP
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import http.client
@@ -185,8 +186,8 @@ def _receive(response, url, part_path, offset, label, size, sha256, timeout, pro
     meter = DownloadProgress(label, total=total, start=offset, source=host, enabled=progress)
     received = offset
     first = offset == 0
-    with storage_guard(part_path, label, intact="the part received so far is kept and "
-                       "resumes"):
+    with _stopping(meter), storage_guard(part_path, label, intact="the part received so far "
+                                         "is kept and resumes"):
         with open(part_path, "ab" if offset else "wb") as handle:
             while True:
                 try:
@@ -211,6 +212,16 @@ def _receive(response, url, part_path, offset, label, size, sha256, timeout, pro
         raise _Retry(f"the connection closed after {received} of {total} bytes")
     meter.close()
     return _checked(url, part_path, label, size, sha256)
+
+
+@contextlib.contextmanager
+def _stopping(meter):
+    """`meter.stop()` when the body raises (the progress line ends before the error's)."""
+    try:
+        yield
+    except BaseException:
+        meter.stop()
+        raise
 
 
 def _checked(url, part_path, label, size, sha256):
