@@ -45,6 +45,7 @@ WRITTEN = {
     "docs/pretrained.md": ["elmo_small.hdf5", "serving/elmo_small/1/saved_model.pb",
                            "runs/reviews_small/weights.hdf5", "shards_zhs/manifest.json",
                            "zhs_offline.hdf5", "my_models.json", "my_elmo.hdf5",
+                           "elmo.hdf5", "german.hdf5",
                            ".cache/models/efml-de/encoder.pkl"],
     "examples/README.md": ["elmo.hdf5", "mixed.hdf5", "data/people_daily_raw/vocab.txt",
                            "runs/pd_raw_jieba/weights.hdf5"],

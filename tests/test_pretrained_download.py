@@ -254,6 +254,19 @@ def test_urls_as_allennlp_passes_them(served, tmp_path):
         resolve_model("s3://bucket/model.zip")
 
 
+def test_a_url_given_by_hand_is_looked_for_on_the_mirror_first(served, tmp_path, mirror_dir):
+    s3 = "https://s3-us-west-2.amazonaws.com"
+    local = resolve_model(options_file=s3 + SMALL_OPTIONS, weight_file=s3 + SMALL_WEIGHTS)
+    assert served.paths() == [SMALL_OPTIONS, SMALL_WEIGHTS]  # the mirror's copies
+    with model_mirror.MirrorServer(mirror_dir) as elsewhere:  # not on the mirror: as given
+        served.faults["/zhs.model.tar.bz2"] = ("status", 404)
+        archive = resolve_model(elsewhere.url + "/zhs.model.tar.bz2")
+        assert elsewhere.paths() == ["/zhs.model.tar.bz2"]
+    assert served.paths()[-1] == "/zhs.model.tar.bz2" and archive.model_dir.endswith("zhs.model")
+    again = resolve_model(options_file=s3 + SMALL_OPTIONS, weight_file=s3 + SMALL_WEIGHTS)
+    assert again == local and len(served.requests) == 3  # cached under the URLs' own key
+
+
 def test_urls_offline_and_changed_say_what_to_do(served, tmp_path, monkeypatch):
     pair = {"options_file": served.url + SMALL_OPTIONS, "weight_file": served.url + SMALL_WEIGHTS}
     monkeypatch.setenv("KERAS_ELMO_OFFLINE", "1")

@@ -1,8 +1,10 @@
 """Fetching a model into the cache, once: `FetchPlan` (what to fetch) and `fetch` (do it).
 
 A plan names the model's cache folder (`key`), its layout and its files' URLs: a catalog
-entry (`plan_for_entry`, the mirror applied), the URL of a model archive
-(`plan_for_archive_url`) or the URLs of an options/weights pair (`plan_for_file_urls`).
+entry (`plan_for_entry`: the mirror replaces its hosts), the URL of a model archive
+(`plan_for_archive_url`) or the URLs of an options/weights pair (`plan_for_file_urls`): the
+mirror's copy first, then the URL as given. The cache folder of a URL depends on the URL
+only, not on the mirror.
 `fetch(plan)` returns the local model directory:
 
 1. cached (its manifest there): every file checked against the manifest, no network;
@@ -33,7 +35,7 @@ from keras_elmo.process.atomic_file import atomic_directory, remove_quietly
 from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.pretrained import settings
 from keras_elmo.pretrained.archives import archive_kind, unpack_archive
-from keras_elmo.pretrained.catalog import CatalogEntry, ModelFile
+from keras_elmo.pretrained.catalog import CatalogEntry, ModelFile, mirrored_url
 from keras_elmo.pretrained.download_lock import download_lock
 from keras_elmo.pretrained.http_download import download
 from keras_elmo.pretrained.model_cache import (PARTIAL_DIR, cached_model_dir, verify_cached,
@@ -85,8 +87,9 @@ def plan_for_entry(entry, mirror=None):
     return FetchPlan(entry.name, entry.name, entry.layout, entry.files, entry.name)
 
 
-def plan_for_archive_url(url):
-    """The plan of a model archive given by its URL (`*.zip`, `*.tar.gz`, `*.tar.xz`, ...).
+def plan_for_archive_url(url, mirror=None):
+    """The plan of a model archive given by its URL (`*.zip`, `*.tar.gz`, `*.tar.xz`, ...),
+    tried through `mirror` first when one is given (`_through_mirror`).
 
     Raises:
         ValueError: the URL does not name an archive.
@@ -97,17 +100,27 @@ def plan_for_archive_url(url):
                          "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory (for "
                          "the two published files give --options URL --weights URL).")
     name = os.path.basename(path)
-    return FetchPlan(_url_key(url), name, "archive", (ModelFile("archive", (url,)),), url,
+    return FetchPlan(_url_key(url), name, "archive",
+                     (ModelFile("archive", _through_mirror(url, mirror)),), url,
                      user_given=True)
 
 
-def plan_for_file_urls(options_url, weights_url):
+def plan_for_file_urls(options_url, weights_url, mirror=None):
     """The plan of a published pair given by their URLs (AllenNLP's `options_file` and
-    `weight_file`)."""
-    files = (ModelFile("options", (options_url,)), ModelFile("weights", (weights_url,)))
+    `weight_file`), tried through `mirror` first when one is given."""
+    files = (ModelFile("options", _through_mirror(options_url, mirror)),
+             ModelFile("weights", _through_mirror(weights_url, mirror)))
     name = os.path.basename(urllib.parse.urlsplit(weights_url).path) or "weights"
     return FetchPlan(_url_key(options_url, weights_url), name, "options+weights", files,
                      None, user_given=True)
+
+
+def _through_mirror(url, mirror):
+    """`(the mirror's copy, url)`: a URL the user gave is looked for on the mirror (which
+    keeps its path) first, then fetched as given; `(url,)` without a mirror."""
+    if not mirror:
+        return (url,)
+    return tuple(dict.fromkeys((mirrored_url(url, mirror), url)))
 
 
 def _url_key(*urls):

@@ -8,7 +8,8 @@ caller was given; every loader and command calls it before reading a model:
 - an http(s) URL as the model is a model archive (`*.zip`, `*.tar.*`), fetched and
   unpacked into the cache (`keras_elmo.pretrained.fetch`);
 - `options_file` and `weight_file` as two http(s) URLs (AllenNLP's habit) are fetched into
-  the cache as one model; a URL and a local file together are refused;
+  the cache as one model; a URL and a local file together are refused; with
+  `KERAS_ELMO_MIRROR` set, a URL is looked for on the mirror first, then fetched as given;
 - any other word without a `/` is a catalog name (`keras-elmo models` lists them): fetched
   into the cache once, checked at every later use; an unknown one is one line listing the
   nearest names;
@@ -83,8 +84,9 @@ def resolve_model(model_dir=None, options_file=None, weight_file=None, progress=
         if os.path.exists(text):
             return ResolvedModel(model_dir=model_dir, given=text)
         if is_url(text):
-            return ResolvedModel(model_dir=fetch(plan_for_archive_url(_http(text)),
-                                                 progress=progress), given=text, remote=True)
+            plan = plan_for_archive_url(_http(text), settings.mirror())
+            return ResolvedModel(model_dir=fetch(plan, progress=progress), given=text,
+                                 remote=True)
         if NAME_PATTERN.fullmatch(text.lower()):
             entry = (catalog or load_catalog()).get(text.lower())
             path = fetch(plan_for_entry(entry, settings.mirror()), progress=progress)
@@ -94,8 +96,8 @@ def resolve_model(model_dir=None, options_file=None, weight_file=None, progress=
         if not (is_url(options_file) and is_url(weight_file)):
             raise ValueError("--options and --weights go together as two URLs or two files; "
                              f"received {options_file!r} and {weight_file!r}.")
-        path = fetch(plan_for_file_urls(_http(options_file), _http(weight_file)),
-                     progress=progress)
+        plan = plan_for_file_urls(_http(options_file), _http(weight_file), settings.mirror())
+        path = fetch(plan, progress=progress)
         from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
 
         return ResolvedModel(options_file=os.path.join(path, OPTIONS_FILE),
@@ -129,7 +131,8 @@ def download_model(model, force=False, progress=True):
     """
     text = os.fspath(model)
     if is_url(text):
-        return fetch(plan_for_archive_url(_http(text)), force=force, progress=progress)
+        return fetch(plan_for_archive_url(_http(text), settings.mirror()), force=force,
+                     progress=progress)
     entry = load_catalog().get(text.lower())
     return fetch(plan_for_entry(entry, settings.mirror()), force=force, progress=progress)
 

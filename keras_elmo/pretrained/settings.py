@@ -8,7 +8,8 @@
                               empty: online). Unset, HF_HUB_OFFLINE (Hugging Face's habit) is
                               read the same way; KERAS_ELMO_OFFLINE wins when set
     KERAS_ELMO_MIRROR=URL     every catalog URL's scheme and host replaced by URL, its path
-                              kept (an organisation's artifact server)
+                              kept (an organisation's artifact server); a URL given by hand
+                              is looked for there first, then fetched as given
     KERAS_ELMO_CATALOG=FILE   a catalog of the same schema over the package's
     KERAS_ELMO_DOWNLOAD_TIMEOUT=SECONDS
                               how long a server may stay silent (connecting or sending)
