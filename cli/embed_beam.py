@@ -2,7 +2,9 @@
 
 `keras-elmo embed MODEL INPUT OUTDIR --runner RUNNER [--num-workers N] [Beam options]`:
 INPUT is a file or a glob of files, OUTDIR receives one HDF5 file per shard of lines and a
-`manifest.json` (`keras_elmo.embedding.beam_pipeline`). `embed`'s flags keep their meaning
+`manifest.json` (`keras_elmo.embedding.beam_pipeline`). MODEL may be a catalog name or a URL
+(`keras-elmo models`): each worker then fetches it into its own cache (once per machine,
+under the cache's lock), so no path needs to be shared. `embed`'s flags keep their meaning
 (`--all/--top/--average/--mixed`, `--mix-weights`, `--batch-size`, `--max-tokens`,
 `--max-length`, `--vocab`, `--no-token-cache`, `--dtype`, `--tokenizer`,
 `--forget-sentences`); `--use-sentence-keys` is refused (a shard's datasets are named by
@@ -170,10 +172,15 @@ def run(args, output_format, max_tokens):
     from keras_elmo.embedding.beam_worker import EmbeddingSettings
 
     absolute = lambda path: path and os.path.abspath(path)  # noqa: E731 - workers' cwd may differ
+    model = (absolute(args.model_dir), absolute(args.options), absolute(args.weights))
+    token_cache = absolute(vocab) or False
+    if args.model_source is not None:  # a name or URL: each worker fetches it into its cache
+        model = args.model_source
+        token_cache = absolute(args.vocab) or bool(vocab)  # the worker's copy of vocab.txt
     settings = EmbeddingSettings(
-        model_dir=absolute(args.model_dir), options_file=absolute(args.options),
-        weight_file=absolute(args.weights), output_format=output_format,
-        mix_file=absolute(args.mix_weights), token_cache=absolute(vocab) or False,
+        model_dir=model[0], options_file=model[1], weight_file=model[2],
+        output_format=output_format,
+        mix_file=absolute(args.mix_weights), token_cache=token_cache,
         tokenizer=tokenizer, dtype=args.dtype, batch_size=args.batch_size,
         max_length=args.max_length, max_tokens=max_tokens,
         keep_sentence_index=not args.forget_sentences, thread_layout=layout)

@@ -7,7 +7,8 @@ needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `
 line on stderr and exit code 2, never a traceback. An error that says how to go on once its
 cause is fixed carries its own exit code: a storage fault (`StorageError`: full disk, quota,
 read-only, permission; `keras_elmo.process.storage_errors`) and a lost worker of a
-multi-worker run (`WorkerLostError`) exit 75 (`EX_TEMPFAIL`), with nothing half-written left.
+multi-worker run (`WorkerLostError`) and a model download a rerun may finish
+(`keras_elmo.pretrained`) exit 75 (`EX_TEMPFAIL`), with nothing half-written left.
 A storage fault that no writer named (TensorFlow's or HDF5's own error) is one line and 75
 too.
 
@@ -112,7 +113,8 @@ class AnyOrderParser(argparse.ArgumentParser):
 
 
 #: Subcommands in the order `--help` lists them; each is the module `keras_elmo.cli.<name>`.
-COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors")
+COMMANDS = ("data", "vocab", "train", "perplexity", "export", "embed", "neighbors",
+            "models")
 
 
 def build_parser():

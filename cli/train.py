@@ -3,7 +3,8 @@
 The config comes from a preset (`--size`), then an options.json-shaped JSON (`--config`,
 may be partial), then flags; it is saved as MODEL_DIR/options.json. `--init-from
 SOURCE_DIR` starts a new MODEL_DIR from an existing biLM's weights and architecture
-(fine-tuning on a new domain; `keras_elmo.training.warm_start`). On an existing MODEL_DIR the run
+(fine-tuning on a new domain; `keras_elmo.training.warm_start`); SOURCE_DIR may be a catalog
+name (`keras-elmo models`) or a model archive's URL, fetched into the cache once. On an existing MODEL_DIR the run
 resumes from the last checkpoint with the saved config; flags may only change `--epochs`,
 `--checkpoint-every` and `--keep-checkpoints` (anything else that differs is refused).
 See `keras_elmo.training.model_dir` for the directory layout.
@@ -47,7 +48,8 @@ def add_parser(subparsers):
                         help="architecture + training preset (default small for a new MODEL_DIR)")
     parser.add_argument("--init-from", metavar="SOURCE_DIR",
                         help="start a new MODEL_DIR from this model's weights (options.json + "
-                             "weights.hdf5, e.g. a published model or another run; its "
+                             "weights.hdf5, e.g. a published model or another run, or a model "
+                             "name of `keras-elmo models`, downloaded once; its "
                              "architecture is taken over; the softmax rows of shared words are "
                              "copied from a keras-elmo run): domain adaptation")
     parser.add_argument("--config", metavar="JSON",
@@ -245,6 +247,10 @@ def check_input_files(args):
     new_run = not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE))
     # jieba missing: one line now, not after TensorFlow loaded (a resume uses the saved one).
     resolve_tokenizer(args.tokenizer, args.model_dir)
+    if args.init_from:  # a name or URL: fetched into the cache (once), then a directory
+        from keras_elmo.pretrained.resolve import resolve_model
+
+        args.init_from = resolve_model(args.init_from).model_dir
     if args.init_from and new_run:  # a resume refuses a different one with its own message
         try:
             resolve_model_files(args.init_from)

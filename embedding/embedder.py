@@ -52,9 +52,11 @@ class ElmoEmbedder:
     Args:
         model_dir: str, a model directory: `options.json` + `weights.hdf5` (a `keras-elmo
             train` run or a published model) or an ELMoForManyLangs model as downloaded
-            (`keras_elmo.load_bilm`); or None with the two files below.
-        options_file: str, the biLM's options JSON (any name), with `weight_file`.
-        weight_file: str, the biLM's weights HDF5 (any name), with `options_file`.
+            (`keras_elmo.load_bilm`); a catalog name (`"elmo-small"`, `keras-elmo models`)
+            or a model archive's URL, fetched into the cache once; or None with the two
+            files below.
+        options_file: str, the biLM's options JSON (any name, or a URL), with `weight_file`.
+        weight_file: str, the biLM's weights HDF5 (any name, or a URL), with `options_file`.
         batch_size: int >= 1, default rows per biLM call (64; a row holds one sentence or
             several short ones back to back, `keras_elmo.embedding.row_packing`).
         token_cache: the vocabulary whose char-CNN vectors are computed up front (the same
@@ -93,7 +95,10 @@ class ElmoEmbedder:
         if dtype not in constants.DTYPES:
             raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
                              f"dtype={dtype!r}.")
-        files = resolve_model_files(model_dir, options_file, weight_file)
+        from keras_elmo.pretrained.resolve import resolve_model
+
+        local = resolve_model(model_dir, options_file, weight_file)  # a name or URL: cached
+        files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
         self.mix_file, vocab = files.mix_file, files.vocab_file
         self.batch_size = check_int("batch_size", batch_size)
         self.max_length = check_max_length(max_length)

@@ -7,9 +7,12 @@ The folders follow the model (docs/model.md):
                sentence boundaries, `LSTMProjectionCell` -> `ResidualBiLSTM`, `ScalarMix`
     models/    `BiLM`, the backbone (char CNN -> residual biLSTM), `ElmoLayer`, a BiLM
                with the task's scalar mixes, and `load_bilm`, the biLM of any model directory
+               or published model's name
     formats/   files: options.json (`BiLMOptions`), the published weight files,
                ELMoForManyLangs model directories and their .dic vocabularies, the token
                embedding file, a model directory's file names
+    pretrained/ the published models by name (`pretrained_models`, `download_model`): the
+               catalog, downloads checked and cached
     process/   helpers of a running process: atomic files, memory, CPU threads, progress
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
@@ -41,9 +44,11 @@ _PUBLIC = {
     "TokenVocabulary": "keras_elmo.text.token_vocabulary",
     "WordEmbedding": "keras_elmo.layers.word_embedding",
     "batch_to_ids": "keras_elmo.text.characters",
+    "download_model": "keras_elmo.pretrained.resolve",
     "efml_vocabulary": "keras_elmo.formats.efml_weights",
     "load_bilm": "keras_elmo.models.loading",
     "load_bilm_weights": "keras_elmo.formats.weight_file",
+    "pretrained_models": "keras_elmo.pretrained.resolve",
     "save_bilm_weights": "keras_elmo.formats.weight_file",
     "save_published": "keras_elmo.formats.weight_file",
     "token_to_char_ids": "keras_elmo.text.characters",

@@ -7,7 +7,9 @@ itself, on the line right before its fence:
     <!-- doc-test: skip (REASON) -->
 
 The substitution rule: a block is run as written; only the names of model directories and
-files it reads stand for tiny ones. The harness makes, in the document's working directory,
+files it reads stand for tiny ones, and the published models it names (`elmo-small`,
+`efml-zhs`: the catalog's) download tiny stand-ins from a local mirror served on 127.0.0.1
+(`tests/model_mirror.py`, through `KERAS_ELMO_MIRROR`; `local_model_mirror`). The harness makes, in the document's working directory,
 under exactly the names the documents use (`STAND_IN_MODELS`, `STAND_IN_FILES`,
 `STAND_IN_EFML`, `STAND_IN_TEXTS`): tiny random biLMs (`BiLMOptions.tiny()`, published layout, with a
 vocab.txt) and a few sentences of text. A corpus of a few sentences also keeps every training
@@ -251,11 +253,17 @@ def run_document(document, directory):
     directory and `KERAS_ELMO_CACHE` are the caller's to set (`directory`, and a folder in
     it). Returns `{"ran": [where], "skipped": [[where, reason]], "failure": None or the
     failing block's place, code and error}`."""
+    blocks = document_blocks(document)
+    make_workspace(directory)
+    with local_model_mirror(directory):
+        return _run_blocks(blocks, directory)
+
+
+def _run_blocks(blocks, directory):
+    """The loop of `run_document`."""
     import contextlib
     import io
 
-    blocks = document_blocks(document)
-    make_workspace(directory)
     namespace = {"__name__": "__doc_block__"}
     report = {"ran": [], "skipped": [], "failure": None}
     for block in blocks:
@@ -277,6 +285,33 @@ def run_document(document, directory):
                 return report
         report["ran"].append(block.where)
     return report
+
+
+def local_model_mirror(directory):
+    """A context manager: tiny stand-ins of every catalog model at their upstream paths in
+    `directory/.mirror`, served on 127.0.0.1, with `KERAS_ELMO_MIRROR` set to the server
+    while it is entered (the substitution rule, for published models' names)."""
+    import contextlib
+
+    import model_mirror
+    from keras_elmo.pretrained.catalog import load_catalog
+
+    @contextlib.contextmanager
+    def serving():
+        folder = os.path.join(directory, ".mirror")
+        model_mirror.write_mirror(folder, [entry.name for entry in load_catalog(user_file="")])
+        before = os.environ.get("KERAS_ELMO_MIRROR")
+        with model_mirror.MirrorServer(folder) as server:
+            os.environ["KERAS_ELMO_MIRROR"] = server.url
+            try:
+                yield server
+            finally:
+                if before is None:
+                    os.environ.pop("KERAS_ELMO_MIRROR", None)
+                else:
+                    os.environ["KERAS_ELMO_MIRROR"] = before
+
+    return serving()
 
 
 def _main(document, directory, result):

@@ -42,6 +42,9 @@ ORDERS = {
                   ["neighbors", "--word", "上", "runs/pd", "--corpus", "c.txt", "在 会 上 发言"],
                   {"model_dir": "runs/pd", "sentence": "在 会 上 发言", "corpus": "c.txt",
                    "word": "上"}),
+    "models": (["models", "download", "elmo-small", "efml-zhs", "--force"],
+               ["models", "download", "--force", "elmo-small", "efml-zhs"],
+               {"action": "download", "names": ["elmo-small", "efml-zhs"], "force": True}),
 }
 
 

@@ -20,7 +20,7 @@ import doc_blocks
 
 #: Documents whose blocks train a biLM or export one (tens of seconds): slow.
 SLOW = {"README.md", "docs/training.md", "docs/serving.md", "examples/README.md",
-        "docs/migrating.md", "docs/embedding_beam.md"}
+        "docs/migrating.md", "docs/embedding_beam.md", "docs/pretrained.md"}
 #: Blocks run and skipped so far in this session, over all documents (printed with each).
 TOTALS = {"ran": 0, "skipped": 0}
 #: Documents run at once, each in a process of its own that is mostly tracing, on one core.
@@ -30,16 +30,23 @@ DOCUMENT_TIMEOUT = 1800
 
 #: What a document's blocks leave in its working directory: checked after they ran.
 WRITTEN = {
-    "README.md": ["tagger.keras", "runs/pd/weights.hdf5", "runs/pd_raw_jieba/weights.hdf5",
+    "README.md": ["tagger.keras", "runs/pd/weights.hdf5",
                   "runs/pd/saved_model/1/saved_model.pb", "out/saved_model.pb",
                   "embeddings.hdf5", "top.hdf5", "elmo.hdf5", "converted/weights.hdf5",
                   "elmo_en.hdf5", "zhs_elmo.hdf5", "serving/zhs/1/saved_model.pb",
-                  "runs/zhs_reviews/weights.hdf5", "runs/zhs_reviews/word.dic"],
+                  "runs/zhs_reviews/weights.hdf5", "runs/zhs_reviews/word.dic",
+                  ".cache/models/elmo-small/weights.hdf5",
+                  ".cache/models/efml-zhs/zhs.model/encoder.pkl"],
     "docs/migrating.md": ["serving/elmo/1/saved_model.pb", "elmo_layers.hdf5", "elmo_top.hdf5",
                           "elmo.hdf5", "token_embeddings.hdf5", "vocab.txt", "run/weights.hdf5"],
     "docs/training.md": ["runs/pd/weights.hdf5", "runs/reviews/weights.hdf5"],
     "docs/serving.md": ["serving/elmo/1/saved_model.pb", "serving/elmo/2/saved_model.pb"],
     "docs/embedding_beam.md": ["shards/manifest.json", "shards_top/manifest.json"],
+    "docs/pretrained.md": ["elmo_small.hdf5", "serving/elmo_small/1/saved_model.pb",
+                           "runs/reviews_small/weights.hdf5", "shards_zhs/manifest.json",
+                           "zhs_offline.hdf5", "my_models.json", "my_elmo.hdf5",
+                           "elmo.hdf5", "german.hdf5",
+                           ".cache/models/efml-de/encoder.pkl"],
     "examples/README.md": ["elmo.hdf5", "mixed.hdf5", "data/people_daily_raw/vocab.txt",
                            "runs/pd_raw_jieba/weights.hdf5"],
 }

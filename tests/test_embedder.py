@@ -85,7 +85,8 @@ def test_embedder_rejects_bad_sentences(published, bad, message):
     ({}, "received neither"),
     ({"options_file": "o.json"}, "--options and --weights go together"),
     ({"model_dir": "m", "options_file": "o.json", "weight_file": "w.hdf5"}, "not both"),
-    ({"model_dir": "nowhere"}, "model directory not found"),
+    ({"model_dir": "nowhere"}, "neither a directory nor a name of the catalog"),  # a word
+    ({"model_dir": "runs/nowhere"}, "model directory not found"),  # a path
     ({"options_file": "nowhere.json", "weight_file": "w.hdf5"}, "--options nowhere.json "
                                                                  "does not exist"),
     ({"model_dir": None, "batch_size": 0}, None),

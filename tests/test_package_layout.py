@@ -84,8 +84,9 @@ def test_each_layer_imports_only_lower_layers(folder, package):
 
 #: The folders of `keras_elmo/`, lowest first: a folder imports only from those before it
 #: (and `keras_elmo.constants`). `text` and `process` know nothing of the model, `formats`
-#: reads and writes the layers' weights without importing them, `models` assembles layers.
-INNER = ["process", "text", "formats", "layers", "models"]
+#: reads and writes the layers' weights without importing them, `pretrained` fetches the
+#: published models' files (checked with `formats`), `models` assembles layers.
+INNER = ["process", "text", "formats", "pretrained", "layers", "models"]
 
 
 def test_keras_elmo_folders_import_only_lower_folders():
@@ -204,6 +205,8 @@ BAD_ARGUMENTS = [
     ["embed", "{tmp}/no_run", "{tmp}/corpus.txt", "{tmp}/out.hdf5"],
     ["neighbors", "{tmp}/no_run", "a b", "--corpus", "{tmp}/corpus.txt", "--word", "a"],
     ["data", "people-daily", "--out", "{tmp}/corpus.txt"],
+    ["embed", "elmo-smal", "{tmp}/corpus.txt", "{tmp}/out.hdf5"],  # not a catalog name
+    ["models", "download", "no-such-model"],
 ]
 
 _PROBE = """

@@ -256,6 +256,53 @@ def read_weight_file(path):
     return arrays
 
 
+def open_weight_file(path):
+    """The HDF5 file at `path`, open for reading (a context manager).
+
+    Raises:
+        ValueError: not a readable HDF5 file (another format, or cut short: HDF5 compares
+            the end it stored with the file's).
+    """
+    try:
+        return h5py.File(path, "r")
+    except OSError as error:
+        raise ValueError(f"weight file {path} is not a readable HDF5 file ({error}).") from None
+
+
+def dataset_shapes(weights):
+    """`{dataset name: shape}` of an open HDF5 file (no value read)."""
+    shapes = {}
+    weights.visititems(lambda name, item: shapes.__setitem__(name, tuple(item.shape))
+                       if isinstance(item, h5py.Dataset) else None)
+    return shapes
+
+
+def check_dataset_shapes(path, found, expected):
+    """Refuses a weight file whose datasets do not fit its options.
+
+    Args:
+        path: the file, for the line.
+        found: `{dataset name: shape}` of the file.
+        expected: `{dataset name: shape}` of a model with the options.
+
+    Raises:
+        ValueError: a dataset missing, of another shape, or of the model's but not of these
+            options (one line naming it, the shape found and the shape expected).
+    """
+    for name, shape in expected.items():
+        if name not in found:
+            raise ValueError(f"weight file {path} has no dataset {name!r} (expected shape "
+                             f"{shape} for these options).")
+        if tuple(found[name]) != shape:
+            raise ValueError(f"weight file {path}: dataset {name!r} has shape "
+                             f"{tuple(found[name])}, expected {shape} for these options.")
+    for name in sorted(found):
+        if name.startswith(_MODEL_ROOTS) and name not in expected:
+            raise ValueError(f"weight file {path} has dataset {name!r} with shape "
+                             f"{tuple(found[name])}, which a model with these options "
+                             "does not have (check n_highway, n_layers and the projection).")
+
+
 def load_bilm_weights(bilm, path):
     """Assigns a published-layout weight file to a `BiLM` built from the matching options.
 
@@ -276,27 +323,9 @@ def load_bilm_weights(bilm, path):
     """
     path = _existing_file(path)
     entries = _mapping(bilm)
-    try:
-        weights = h5py.File(path, "r")
-    except OSError as error:
-        raise ValueError(f"weight file {path} is not a readable HDF5 file ({error}).") from None
-    with weights:
-        shapes = {}
-        weights.visititems(lambda name, item: shapes.__setitem__(name, item.shape)
-                           if isinstance(item, h5py.Dataset) else None)
-        expected = {name for name, *_ in entries}
-        for name, shape, _, _ in entries:
-            if name not in shapes:
-                raise ValueError(f"weight file {path} has no dataset {name!r} (expected shape "
-                                 f"{shape} for these options).")
-            if tuple(shapes[name]) != shape:
-                raise ValueError(f"weight file {path}: dataset {name!r} has shape "
-                                 f"{tuple(shapes[name])}, expected {shape} for these options.")
-        for name in sorted(shapes):
-            if name.startswith(_MODEL_ROOTS) and name not in expected:
-                raise ValueError(f"weight file {path} has dataset {name!r} with shape "
-                                 f"{tuple(shapes[name])}, which a model with these options "
-                                 "does not have (check n_highway, n_layers and the projection).")
+    with open_weight_file(path) as weights:
+        check_dataset_shapes(path, dataset_shapes(weights),
+                             {name: shape for name, shape, _, _ in entries})
         for name, _, _, _ in entries:
             _refuse_non_finite(_count_non_finite(weights[name]), weights[name].size,
                                f"weight file {path}: dataset {name!r}")

@@ -1,6 +1,9 @@
-"""`load_bilm`: the biLM of any model directory, with its token vocabulary.
+"""`load_bilm`: the biLM of any model directory, catalog name or URL, with its vocabulary.
 
-Three kinds of directory hold a biLM, told apart by their files
+A catalog name (`"elmo-small"`, `"efml-zhs"`: `keras-elmo models` lists them), the URL of a
+model archive, or an options/weights pair of URLs is fetched into the download cache once
+and checked at every later use (`keras_elmo.pretrained.resolve`); a local directory of the
+same spelling wins. Three kinds of directory hold a biLM, told apart by their files
 (`keras_elmo.formats.model_files.resolve_model_files`):
 
 - a byte model in the published layout (`keras-elmo train`, bilm-tf, AllenNLP):
@@ -14,7 +17,7 @@ Every command and Python entry point that reads a model goes through `load_bilm`
 accepts all three.
 
 Example:
->>> bilm = load_bilm("zhs.model")  # doctest: +SKIP
+>>> bilm = load_bilm("efml-zhs")  # the catalog's simplified Chinese  # doctest: +SKIP
 >>> out = bilm(bilm.batch_to_ids([["北京", "欢迎", "你"]]))  # doctest: +SKIP
 >>> elmo = keras_elmo.ElmoLayer(bilm)  # takes tf.string tokens  # doctest: +SKIP
 """
@@ -27,9 +30,11 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
     model directory, or of a published options/weights pair.
 
     Args:
-        model_dir: a model directory of any of the three kinds (module docstring), or the
-            `ModelFiles` that `resolve_model_files` returned for it.
-        options_file, weight_file: instead of `model_dir`, a published pair of any names.
+        model_dir: a model directory of any of the three kinds (module docstring), a
+            catalog name, the URL of a model archive, or the `ModelFiles` that
+            `resolve_model_files` returned for a directory.
+        options_file, weight_file: instead of `model_dir`, a published pair of any names,
+            or of two URLs.
         **kwargs: the `BiLM` constructor's (`dtype`, `stateful`, `name`, ...).
 
     Returns:
@@ -37,7 +42,8 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
 
     Raises:
         FileNotFoundError / ValueError: one line naming the file that is missing or does not
-            fit; nothing is loaded.
+            fit, or the unknown name (with the nearest names); nothing is loaded.
+        OSError: a download that failed (`keras_elmo.pretrained.fetch.fetch`; one line).
 
     Example:
     >>> _ = keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), "tiny")
@@ -46,13 +52,20 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
     TensorShape([1, 3, 2, 16])
     >>> load_bilm("zhs.model").vocabulary is not None  # ELMoForManyLangs  # doctest: +SKIP
     True
+    >>> load_bilm("elmo-small").output_dim  # downloaded once, then cached  # doctest: +SKIP
+    256
     """
     from keras_elmo.formats.model_vocabulary import read_model_vocabulary
     from keras_elmo.formats.options import BiLMOptions
     from keras_elmo.models.bilm import BiLM
 
-    files = (model_dir if isinstance(model_dir, ModelFiles)
-             else resolve_model_files(model_dir, options_file, weight_file))
+    if isinstance(model_dir, ModelFiles):
+        files = model_dir
+    else:
+        from keras_elmo.pretrained.resolve import resolve_model
+
+        local = resolve_model(model_dir, options_file, weight_file)
+        files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
     if files.efml_dir is not None:
         return BiLM.from_efml(files.efml_dir, **kwargs)
     options = BiLMOptions.from_file(files.options_file)

@@ -1,0 +1,117 @@
+"""`keras-elmo models`: the catalog of published models, and fetching one ahead of use.
+
+`keras-elmo models` lists every model of the catalog (`keras_elmo/pretrained/catalog.json`,
+and `KERAS_ELMO_CATALOG`'s): name, language, sizes, download size and whether it is in the
+cache. `keras-elmo models download NAME...` fetches models into the cache now (a name of
+the list, or the URL of a model archive), so that later commands, or a machine without a
+network sharing the cache folder, find them there. Any command that reads a model takes the
+name too and fetches it on first use. docs/pretrained.md: the cache, offline use, mirrors.
+
+Example:
+    keras-elmo models
+    keras-elmo models --language zh
+    keras-elmo models download elmo-small efml-zhs
+"""
+
+import argparse
+import os
+
+_EPILOG = """examples:
+  keras-elmo models                          # the catalog, and what is cached
+  keras-elmo models --language zh            # Chinese models only
+  keras-elmo models download efml-zhs        # fetch one now (checked, then cached)
+  keras-elmo embed efml-zhs in.txt out.hdf5  # any command takes a name
+
+environment: KERAS_ELMO_CACHE (the cache folder), KERAS_ELMO_OFFLINE=1 (cache only),
+KERAS_ELMO_MIRROR=URL (an artifact server with the same paths), KERAS_ELMO_CATALOG=FILE
+(entries of your own), KERAS_ELMO_DOWNLOAD_TIMEOUT=SECONDS (docs/pretrained.md)."""
+
+
+def add_parser(subparsers):
+    """Registers `models` and `models download` (no heavy imports here)."""
+    parser = subparsers.add_parser(
+        "models", help="list the published models by name; download one ahead of use",
+        description="Lists the published ELMo models that every command and "
+                    "keras_elmo.load_bilm accept by name: name, language, LSTM size / "
+                    "projection, output dimension, parameters, download size, and where it "
+                    "is cached.", epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--language", metavar="CODE",
+                        help="only the models of this language (a code such as en, de, zh: "
+                             "zh matches zh-Hans and zh-Hant)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    download = actions.add_parser(
+        "download", help="fetch models into the cache now",
+        description="Downloads each model (a catalog name, or the URL of a model archive) "
+                    "into the cache, checks it and keeps it; a model already cached is "
+                    "checked against what was downloaded and kept as it is.",
+        epilog="example:\n  keras-elmo models download elmo-small efml-zhs",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    download.add_argument("names", nargs="+", metavar="NAME", help="model names or URLs")
+    download.add_argument("--force", action="store_true",
+                          help="download afresh even when cached (the cached copy is "
+                               "replaced once the new one is complete and checked)")
+    download.add_argument("--quiet", action="store_true",
+                          help="no progress lines; print the model directories only")
+    download.set_defaults(run=run_download)
+    parser.set_defaults(run=run_list, action=None)
+
+
+def run_list(args):
+    """Prints the catalog (one line per model) and the cache folder; returns 0."""
+    from keras_elmo.pretrained import settings
+    from keras_elmo.pretrained.catalog import load_catalog
+    from keras_elmo.pretrained.model_cache import cached_model_dir, cached_size, read_manifest
+    from keras_elmo.process.storage_errors import format_bytes
+
+    catalog = load_catalog()
+    root = settings.cache_root()
+    entries = list(catalog)
+    if args.language:
+        wanted = args.language.lower()
+        entries = [e for e in entries if e.language.lower() == wanted
+                   or e.language.lower().split("-")[0] == wanted]
+        if not entries:
+            codes = sorted({e.language for e in catalog})
+            raise ValueError(f"no model of language {args.language!r}; expected one of "
+                             f"{', '.join(codes)}.")
+    rows = [("NAME", "LANGUAGE", "LSTM/PROJ", "OUTPUT", "PARAMS", "SIZE", "CACHED")]
+    cached_count = 0
+    for entry in entries:
+        stated = [f.size for f in entry.files]
+        manifest = read_manifest(os.path.join(root, entry.name))
+        cached = cached_model_dir(root, entry.name, entry.files) is not None
+        cached_count += cached
+        if all(stated):
+            size = format_bytes(sum(stated))
+        elif manifest is not None:
+            size = format_bytes(sum(d.get("size", 0) for d in manifest.get("downloads", [])))
+        else:
+            size = "?"
+        rows.append((entry.name, entry.language,
+                     f"{_or(entry.lstm_dim)}/{_or(entry.projection_dim)}",
+                     _or(entry.output_dim),
+                     f"{entry.parameters_millions:g}M" if entry.parameters_millions else "?",
+                     size,
+                     format_bytes(cached_size(root, entry.name)) if cached else "no"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(value).ljust(width) for value, width in zip(row, widths)).rstrip())
+    print(f"\n{len(entries)} models, {cached_count} cached in {root}; '?': no public source "
+          "states it (a download's size is recorded when it is fetched). Use a name wherever "
+          "a model goes; `keras-elmo models download NAME` fetches it now.")
+    return 0
+
+
+def run_download(args):
+    """Fetches each model into the cache; prints where each is; returns 0."""
+    from keras_elmo.pretrained.resolve import download_model
+
+    for name in args.names:
+        path = download_model(name, force=args.force, progress=not args.quiet)
+        print(path if args.quiet else f"{name}: {path}")
+    return 0
+
+
+def _or(value):
+    return "?" if value is None else value

@@ -1,0 +1,220 @@
+"""Fetching a model into the cache, once: `FetchPlan` (what to fetch) and `fetch` (do it).
+
+A plan names the model's cache folder (`key`), its layout and its files' URLs: a catalog
+entry (`plan_for_entry`: the mirror replaces its hosts), the URL of a model archive
+(`plan_for_archive_url`) or the URLs of an options/weights pair (`plan_for_file_urls`): the
+mirror's copy first, then the URL as given. The cache folder of a URL depends on the URL
+only, not on the mirror.
+`fetch(plan)` returns the local model directory:
+
+1. cached (its manifest there): every file checked against the manifest, no network;
+2. offline (`KERAS_ELMO_OFFLINE=1`): one line saying what is missing;
+3. else, under the model's download lock (a second process waits, then finds it cached):
+   each file downloaded (`http_download.download`: resumed, retried, next mirror, size and
+   sha256 checked where stated) into `CACHE/.partial/KEY/`, moved (options.json,
+   weights.hdf5) or unpacked (`archives.unpack_archive`) into a staging folder; the model
+   found in it and checked as loading will read it (`model_check`); the manifest written;
+   the staging folder renamed into place (`atomic_directory`). Any failure removes the
+   staging folder, so the cache holds the model complete or not at all; only an
+   interrupted download's `.part` file stays, to be resumed.
+
+Example:
+>>> plan = plan_for_entry(load_catalog().get("elmo-small"))  # doctest: +SKIP
+>>> fetch(plan)  # doctest: +SKIP
+'/home/me/.keras/models/keras-elmo/elmo-small'
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import urllib.parse
+
+from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
+from keras_elmo.process.atomic_file import atomic_directory, remove_quietly
+from keras_elmo.process.storage_errors import storage_guard
+from keras_elmo.pretrained import settings
+from keras_elmo.pretrained.archives import archive_kind, unpack_archive
+from keras_elmo.pretrained.catalog import CatalogEntry, ModelFile, mirrored_url
+from keras_elmo.pretrained.download_lock import download_lock
+from keras_elmo.pretrained.http_download import download
+from keras_elmo.pretrained.model_cache import (PARTIAL_DIR, cached_model_dir, verify_cached,
+                                               write_manifest)
+from keras_elmo.pretrained.model_check import check_model_dir, find_model_dir
+
+#: Where each file of an options/weights pair goes in the model directory.
+_FILE_NAMES = {"options": OPTIONS_FILE, "weights": WEIGHTS_FILE}
+
+
+class OfflineError(ValueError):
+    """Downloads are off and the model is not in the cache."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchPlan:
+    """What `fetch` fetches.
+
+    Attributes:
+        key: the model's folder in the cache (a catalog name, or `url-<hash>`).
+        label: how the lines name it.
+        layout: `"options+weights"` or `"archive"`.
+        files: tuple of `ModelFile` (URLs as they will be tried).
+        download: the argument of `keras-elmo models download` that refetches it (None for
+            an options/weights pair of URLs: the command that named them fetches them).
+        user_given: the URLs are the user's own (a 404 or an HTML answer is their mistake).
+    """
+
+    key: str
+    label: str
+    layout: str
+    files: tuple
+    download: str
+    user_given: bool = False
+
+
+def plan_for_entry(entry, mirror=None):
+    """The plan of a catalog entry, its URLs through `mirror` (a base URL) if given.
+
+    Example:
+    >>> from keras_elmo.pretrained.catalog import load_catalog
+    >>> plan = plan_for_entry(load_catalog().get("efml-en"), "http://mirror.local")
+    >>> plan.key, plan.files[0].urls
+    ('efml-en', ('http://mirror.local/repository/11/144.zip',))
+    """
+    if not isinstance(entry, CatalogEntry):
+        raise ValueError(f"Expected a CatalogEntry. Received: {type(entry).__name__}")
+    entry = entry.with_mirror(mirror)
+    return FetchPlan(entry.name, entry.name, entry.layout, entry.files, entry.name)
+
+
+def plan_for_archive_url(url, mirror=None):
+    """The plan of a model archive given by its URL (`*.zip`, `*.tar.gz`, `*.tar.xz`, ...),
+    tried through `mirror` first when one is given (`_through_mirror`).
+
+    Raises:
+        ValueError: the URL does not name an archive.
+    """
+    path = urllib.parse.urlsplit(url).path
+    if archive_kind(path) is None:
+        raise ValueError(f"the model URL {url} names no archive; expected a *.zip, *.tar, "
+                         "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory (for "
+                         "the two published files give --options URL --weights URL).")
+    name = os.path.basename(path)
+    return FetchPlan(_url_key(url), name, "archive",
+                     (ModelFile("archive", _through_mirror(url, mirror)),), url,
+                     user_given=True)
+
+
+def plan_for_file_urls(options_url, weights_url, mirror=None):
+    """The plan of a published pair given by their URLs (AllenNLP's `options_file` and
+    `weight_file`), tried through `mirror` first when one is given."""
+    files = (ModelFile("options", _through_mirror(options_url, mirror)),
+             ModelFile("weights", _through_mirror(weights_url, mirror)))
+    name = os.path.basename(urllib.parse.urlsplit(weights_url).path) or "weights"
+    return FetchPlan(_url_key(options_url, weights_url), name, "options+weights", files,
+                     None, user_given=True)
+
+
+def _through_mirror(url, mirror):
+    """`(the mirror's copy, url)`: a URL the user gave is looked for on the mirror (which
+    keeps its path) first, then fetched as given; `(url,)` without a mirror."""
+    if not mirror:
+        return (url,)
+    return tuple(dict.fromkeys((mirrored_url(url, mirror), url)))
+
+
+def _url_key(*urls):
+    """`url-` and 16 hex digits of the URLs' sha256: their cache folder."""
+    return "url-" + hashlib.sha256("\n".join(urls).encode("utf-8")).hexdigest()[:16]
+
+
+def fetch(plan, root=None, force=False, progress=True, offline=None, timeout=None):
+    """The local model directory of `plan`, downloaded into the cache unless there.
+
+    Args:
+        plan: `FetchPlan`.
+        root: the cache folder (default `settings.cache_root()`).
+        force: download afresh even when cached (the cached copy is replaced when the new
+            one is complete).
+        progress: bool, progress lines on stderr while downloading.
+        offline: bool, the cache only (default `settings.is_offline()`).
+        timeout: seconds a server may stay silent (default `settings.timeout_seconds()`).
+
+    Returns:
+        str, the model directory (options.json + weights.hdf5, or ELMoForManyLangs').
+
+    Raises:
+        OfflineError: offline and not cached.
+        CacheChangedError: the cached copy changed since it was downloaded.
+        DownloadError / BadURLError / ArchiveRefusedError / ArchiveDamagedError /
+        ModelCheckError / StorageError: one line each; nothing of the model is kept.
+    """
+    root = os.path.expanduser(root or settings.cache_root())
+    offline = settings.is_offline() if offline is None else offline
+    timeout = settings.timeout_seconds() if timeout is None else timeout
+    if not force:
+        cached = cached_model_dir(root, plan.key, plan.files)
+        if cached is not None:
+            verify_cached(root, plan.key, plan.label)
+            return cached
+    if offline:
+        variable = settings.offline_variable()
+        how = (f"with `keras-elmo models download {plan.download}`" if plan.download
+               else "(the same command fetches it)")
+        raise OfflineError(
+            f"{variable}={os.environ.get(variable)} (the cache only) and {plan.label} is not "
+            f"in the cache ({os.path.join(root, plan.key)}); download it where there is a "
+            f"network {how} into the same cache ({settings.CACHE_VARIABLE}), or unset "
+            f"{variable}.")
+    with download_lock(root, plan.key, announce=progress):
+        if not force:  # another process may have fetched it while this one waited
+            cached = cached_model_dir(root, plan.key, plan.files)
+            if cached is not None:
+                verify_cached(root, plan.key, plan.label)
+                return cached
+        return _download(plan, root, progress, timeout)
+
+
+def _download(plan, root, progress, timeout):
+    """Downloads, unpacks, checks and moves the model into `root/plan.key` (held lock)."""
+    folder = os.path.join(root, plan.key)
+    partial = os.path.join(root, PARTIAL_DIR, plan.key)
+    with storage_guard(root, "the model cache", then=settings.CACHE_THEN):
+        os.makedirs(partial, exist_ok=True)
+        try:
+            model_dir = _download_into(plan, folder, partial, progress, timeout)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(partial)  # only when empty: an interrupted .part file stays
+            raise
+    remove_quietly(partial)
+    return os.path.normpath(os.path.join(folder, model_dir))
+
+
+def _download_into(plan, folder, partial, progress, timeout):
+    """The downloads of `_download` into a staging folder renamed to `folder`; returns
+    the model directory relative to it."""
+    downloads = []
+    with atomic_directory(folder, replace=os.path.exists(folder),
+                          what=f"the model {plan.label}") as staging:
+        for file in plan.files:
+            part = os.path.join(partial, f"{file.role}.part")
+            what = file.file_name if plan.user_given else f"{plan.label} {file.file_name}"
+            result = download(file.urls, part, what,
+                              size=file.size, sha256=file.sha256, timeout=timeout,
+                              progress=progress, user_given=plan.user_given)
+            downloads.append({"role": file.role, "url": result.url, "size": result.size,
+                              "sha256": result.sha256})
+            if file.role == "archive":
+                try:
+                    name = os.path.basename(urllib.parse.urlsplit(result.url).path)
+                    unpack_archive(part, staging, archive_kind(name), plan.label, name=name)
+                finally:
+                    remove_quietly(part)  # the unpacked files are what is kept
+            else:
+                os.replace(part, os.path.join(staging, _FILE_NAMES[file.role]))
+        model_dir = find_model_dir(staging, plan.label)
+        check_model_dir(os.path.join(staging, model_dir), plan.label)
+        write_manifest(staging, plan.key, {"download": plan.download}, downloads,
+                       model_dir)
+    return model_dir

@@ -1,0 +1,196 @@
+"""The catalog of published models: every entry well formed and every fact sourced, the
+documents' tables generated from it, a user's catalog over it (one line per mistake), the
+nearest names of an unknown one, and the environment variables read in one place."""
+
+import json
+import os
+
+import pytest
+
+from keras_elmo.pretrained import settings
+from keras_elmo.pretrained.catalog import (CATALOG_FILE, CatalogError, UnknownModelError,
+                                           load_catalog, mirrored_url)
+from keras_elmo.pretrained.catalog_table import document_tables, markdown_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Fact fields -> the `sources` group that must cite them when they are not null.
+FACT_GROUPS = {"lstm_dim": "sizes", "projection_dim": "sizes", "highway_layers": "sizes",
+               "parameters_millions": "sizes", "output_dim": "output_dim",
+               "training_data": "training_data", "licence": "licence"}
+#: The 44 languages of ELMoForManyLangs' NLPL releases (ids 136-179) and simplified Chinese.
+EFML_CODES = ("ar bg ca cs cu da de el en es et eu fa fi fr ga gl grc he hi hr hu id it ja ko "
+              "la lv nl nb nn pl pt ro ru sk sl sv tr ug uk ur vi zht zhs").split()
+
+
+@pytest.fixture
+def catalog(monkeypatch):
+    monkeypatch.delenv("KERAS_ELMO_CATALOG", raising=False)
+    return load_catalog()
+
+
+def test_the_catalog_lists_the_published_models(catalog):
+    names = [entry.name for entry in catalog]
+    assert names[:4] == ["elmo-small", "elmo-medium", "elmo-original", "elmo-5.5b"]
+    assert {"elmo-pubmed", "elmo-pt-wikipedia", "elmo-pt-brwac", "elmo-ja"} <= set(names)
+    assert sorted(n[len("efml-"):] for n in names if n.startswith("efml-")) == sorted(EFML_CODES)
+    nlpl = sorted(int(os.path.basename(e.files[0].urls[0])[:-len(".zip")]) for e in catalog
+                  if e.files[0].urls[0].startswith("http://vectors.nlpl.eu/repository/11/"))
+    assert nlpl == list(range(136, 180))
+    small = catalog.get("elmo-small")
+    assert (small.lstm_dim, small.projection_dim, small.output_dim, small.highway_layers,
+            small.parameters_millions) == (1024, 128, 256, 1, 13.6)
+    assert catalog.get("efml-zhs").files[0].urls[0].endswith("zhs.model.tar.bz2")
+
+
+def test_every_fact_cites_a_source_and_nothing_is_made_up(catalog):
+    with open(CATALOG_FILE, encoding="utf-8") as handle:
+        references = json.load(handle)["references"]
+    for entry in catalog:
+        cited = {key for keys in entry.sources.values() for key in keys}
+        assert cited <= set(references), (entry.name, cited - set(references))
+        assert entry.sources.get("urls"), entry.name
+        for field, group in FACT_GROUPS.items():
+            if getattr(entry, field) is not None:
+                assert entry.sources.get(group), (entry.name, field)
+        for file in entry.files:
+            # no public source states a size or checksum: they are recorded at download
+            assert file.size is None and file.sha256 is None, (entry.name, file.role)
+            assert all(url.startswith(("http://", "https://")) for url in file.urls)
+        if entry.output_dim is not None and entry.projection_dim is not None:
+            assert entry.output_dim == 2 * entry.projection_dim, entry.name
+
+
+def test_the_documents_tables_are_the_catalogs():
+    catalog = load_catalog(user_file="")
+    for document, expected in (("README.md", ["main"]), ("docs/pretrained.md", ["all"])):
+        with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+            text = handle.read()
+        tables = document_tables(text)
+        assert [which for which, _, _ in tables] == expected, document
+        for which, start, end in tables:
+            assert text[start:end].rstrip("\n") == markdown_table(catalog, which), (
+                f"{document}'s table differs from catalog.json: run python -m "
+                "keras_elmo.pretrained.catalog_table README.md docs/pretrained.md")
+    assert markdown_table(catalog, "all").count("\n") == len(catalog) + 1
+
+
+def test_a_user_catalog_adds_and_replaces_entries(tmp_path, monkeypatch):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({
+        "references": {"ours": "our wiki"},
+        "models": {
+            "elmo-small": {"family": "allennlp", "language": "en", "title": "ours",
+                           "files": [{"role": "options", "urls": ["https://a.example/o.json"]},
+                                     {"role": "weights", "urls": ["https://a.example/w.hdf5"],
+                                      "size": 12, "sha256": "AB" * 32}]},
+            "my-model": {"language": "de", "layout": "archive", "sources": {"urls": ["ours"]},
+                         "files": [{"role": "archive", "urls": ["https://a.example/m.tar.xz"]}]}
+        }}), encoding="utf-8")
+    monkeypatch.setenv("KERAS_ELMO_CATALOG", str(path))
+    catalog = load_catalog()
+    small = catalog.get("elmo-small")
+    assert small.title == "ours" and small.source_page == "https://allennlp.org/elmo"
+    assert small.files[1].sha256 == "ab" * 32 and small.files[1].size == 12
+    assert catalog.get("my-model").layout == "archive" and "efml-zhs" in catalog
+    assert catalog.files == (CATALOG_FILE, str(path))
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ({"language": "en", "layout": "zip", "files": []},
+     "models['x'].layout is 'zip'; expected one of ['options+weights', 'archive']."),
+    ({"language": "en", "layout": "archive", "files": [{"role": "archive", "urls": []}]},
+     "models['x'].files[0].urls is []; expected a non-empty list of http(s) URLs"),
+    ({"language": "en", "layout": "archive",
+      "files": [{"role": "archive", "urls": ["https://a.example/model.hdf5"]}]},
+     "models['x'].files[0].urls has 'https://a.example/model.hdf5'; expected an archive"),
+    ({"language": "en", "layout": "options+weights",
+      "files": [{"role": "weights", "urls": ["https://a/w"]}]},
+     "models['x'].files must list the roles ['options', 'weights'] in that order"),
+    ({"language": "en", "layout": "archive",
+      "files": [{"role": "archive", "urls": ["ftp://a/m.zip"]}]},
+     "expected a non-empty list of http(s) URLs"),
+    ({"language": "en", "layout": "archive", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"], "sha256": "123"}]},
+     "models['x'].files[0].sha256 is '123'; expected 64 hex digits or null."),
+    ({"language": "en", "layout": "archive", "lstm_dim": "big", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"]}]},
+     "models['x'].lstm_dim is 'big'; expected an int >= 0 or null."),
+    ({"language": "en", "layout": "archive", "colour": "red", "files": []},
+     "models['x'] has unknown field(s) ['colour']"),
+    ({"layout": "archive", "files": []}, "models['x'].language is None; expected a language code"),
+    ({"family": "nope", "language": "en"}, "models['x'].family is 'nope'; expected one of"),
+])
+def test_a_user_catalog_that_breaks_the_schema_is_one_line(tmp_path, monkeypatch, entry,
+                                                           expected):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"models": {"x": entry}}), encoding="utf-8")
+    monkeypatch.setenv("KERAS_ELMO_CATALOG", str(path))
+    with pytest.raises(CatalogError) as raised:
+        load_catalog()
+    line = str(raised.value)
+    assert line.startswith(f"KERAS_ELMO_CATALOG {path}: ") and expected in line, line
+    assert "\n" not in line
+
+
+def test_a_user_catalog_file_itself_wrong(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_ELMO_CATALOG", str(tmp_path / "missing.json"))
+    with pytest.raises(FileNotFoundError, match="missing.json: no such file; expected a JSON"):
+        load_catalog()
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    monkeypatch.setenv("KERAS_ELMO_CATALOG", str(tmp_path / "bad.json"))
+    with pytest.raises(CatalogError, match="bad.json: not a JSON file"):
+        load_catalog()
+    (tmp_path / "bad.json").write_text('{"models": {"Bad Name": {}}}', encoding="utf-8")
+    with pytest.raises(CatalogError, match="model name 'Bad Name' is not allowed"):
+        load_catalog()
+    (tmp_path / "bad.json").write_text('{"schema_version": 2, "models": {}}', encoding="utf-8")
+    with pytest.raises(CatalogError, match="schema_version is 2; expected 1"):
+        load_catalog()
+
+
+def test_an_unknown_name_lists_the_nearest_names(catalog):
+    for name, nearest in (("zhs.model", ["efml-zhs"]), ("german", ["efml-de"]),
+                          ("elmo-smal", ["elmo-small"]), ("chinese", ["efml-zht", "efml-zhs"])):
+        assert catalog.nearest(name)[:len(nearest)] == nearest, name
+    with pytest.raises(UnknownModelError) as raised:
+        catalog.get("elmo-smal")
+    assert str(raised.value).startswith(
+        "unknown model 'elmo-smal': it is neither a directory nor a name of the catalog; "
+        "nearest names: elmo-small, ")
+    assert str(raised.value).endswith(f"`keras-elmo models` lists all {len(catalog)} (a model "
+                                      "directory that exists is read as a directory).")
+
+
+def test_a_mirror_keeps_the_paths(catalog):
+    assert mirrored_url("https://s3-us-west-2.amazonaws.com/allennlp/m/w.hdf5",
+                        "http://127.0.0.1:8000/") == "http://127.0.0.1:8000/allennlp/m/w.hdf5"
+    original = catalog.get("elmo-original").with_mirror("https://art.example/elmo")
+    assert original.files[1].urls == (
+        "https://art.example/elmo/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
+        "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5",
+        "https://art.example/elmo/models/elmo/2x4096_512_2048cnn_2xhighway/"
+        "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    zhs = catalog.get("efml-zhs").with_mirror("https://art.example")
+    assert zhs.files[0].urls == ("https://art.example/zhs.model.tar.bz2",
+                                 "https://art.example/zhs.model.tar.xz")  # duplicates dropped
+
+
+def test_the_environment_variables():
+    assert settings.cache_root({"KERAS_ELMO_CACHE": "/c", "KERAS_HOME": "/k"}) == "/c/models"
+    assert settings.cache_root({"KERAS_HOME": "/k"}) == "/k/models/keras-elmo"
+    assert settings.cache_root({}).endswith(os.path.join(".keras", "models", "keras-elmo"))
+    assert settings.is_offline({"KERAS_ELMO_OFFLINE": "yes"}) is True
+    assert settings.is_offline({"KERAS_ELMO_OFFLINE": "0", "HF_HUB_OFFLINE": "1"}) is False
+    assert settings.is_offline({"HF_HUB_OFFLINE": "1"}) is True
+    assert settings.is_offline({"KERAS_ELMO_OFFLINE": ""}) is False
+    with pytest.raises(ValueError, match="KERAS_ELMO_OFFLINE='maybe' is not understood"):
+        settings.is_offline({"KERAS_ELMO_OFFLINE": "maybe"})
+    assert settings.mirror({"KERAS_ELMO_MIRROR": "http://m:1/x/"}) == "http://m:1/x"
+    assert settings.mirror({}) is None
+    with pytest.raises(ValueError, match="KERAS_ELMO_MIRROR='m.example' is not a mirror URL"):
+        settings.mirror({"KERAS_ELMO_MIRROR": "m.example"})
+    assert settings.timeout_seconds({}) == settings.DEFAULT_TIMEOUT_SECONDS
+    assert settings.timeout_seconds({"KERAS_ELMO_DOWNLOAD_TIMEOUT": "2.5"}) == 2.5
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(ValueError, match="KERAS_ELMO_DOWNLOAD_TIMEOUT="):
+            settings.timeout_seconds({"KERAS_ELMO_DOWNLOAD_TIMEOUT": bad})
