@@ -77,6 +77,13 @@ def test_a_name_loads_and_embeds_as_the_same_files_given_as_a_directory(served, 
     sentences = [["北京", "欢迎", "你"], ["the", "cat"]]
     np.testing.assert_array_equal(efml(efml.batch_to_ids(sentences))["layers"],
                                   reference(reference.batch_to_ids(sentences))["layers"])
+    by_preset = keras_elmo.BiLM.from_preset("elmo-small")
+    np.testing.assert_array_equal(by_preset(ids)["layers"], by_dir(ids)["layers"])
+    tokens = [["The", "cat", "sat"], ["Hello", "", ""]]
+    elmo = keras_elmo.ElmoLayer.from_preset("elmo-small", num_output_representations=2)
+    np.testing.assert_array_equal(
+        elmo(np.array(tokens, object))[1],
+        keras_elmo.ElmoLayer(by_dir, num_output_representations=2)(np.array(tokens, object))[1])
     embedder = keras_elmo.ElmoEmbedder("efml-en")
     np.testing.assert_array_equal(
         embedder.embed_sentence(["the", "cat"]),

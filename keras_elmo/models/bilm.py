@@ -163,6 +163,23 @@ class BiLM(keras.Model):
         return bilm
 
     @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A `BiLM` of a published model's catalog name (`keras-elmo models` lists them),
+        the URL of a model archive, or a model directory of any kind: downloaded into the
+        cache once and checked at every later use (`keras_elmo.load_bilm`).
+
+        Args:
+            preset: str, a name (`"elmo-small"`, `"efml-zhs"`), a URL or a directory.
+            **kwargs: passed to the constructor (`dtype`, `stateful`, `name`, ...).
+
+        Example:
+        >>> bilm = BiLM.from_preset("elmo-small")  # doctest: +SKIP
+        """
+        from keras_elmo.models.loading import load_bilm
+
+        return load_bilm(preset, **kwargs)
+
+    @classmethod
     def from_efml(cls, directory, **kwargs):
         """A `BiLM` with the weights of an ELMoForManyLangs model directory, as downloaded.
 

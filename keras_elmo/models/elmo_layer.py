@@ -119,6 +119,20 @@ class ElmoLayer(keras.layers.Layer):
                                  dtype=kwargs.get("dtype"))
         return cls(bilm, **kwargs)
 
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """An `ElmoLayer` over a published model's catalog name, the URL of a model archive
+        or a model directory of any kind (`BiLM.from_preset`).
+
+        `**kwargs` are the constructor's (`stateful` reaches the biLM, `dtype` too).
+
+        Example:
+        >>> elmo = ElmoLayer.from_preset("elmo-small", dropout=0.5)  # doctest: +SKIP
+        """
+        bilm = BiLM.from_preset(preset, stateful=kwargs.get("stateful", False), name="bilm",
+                                dtype=kwargs.get("dtype"))
+        return cls(bilm, **kwargs)
+
     def build(self, input_shape=None):
         layers_shape = (None, self.bilm.num_output_layers, None, self.bilm.output_dim)
         for mix in self.scalar_mixes:
