@@ -105,7 +105,7 @@ def time_call(fn, *args):
 
 
 class MatmulProbe:
-    """Plain `n x n` float32 `tf.matmul`s, two independent ones per call, timed one sample
+    """Plain `n x n` `tf.matmul`s (float32, or `dtype`), two independent ones per call, timed one sample
     at a time. Two side by side measure the whole machine under either thread layout
     (`keras_elmo.process.cpu_setup`: with one thread per op, one product uses one core).
 
@@ -125,7 +125,7 @@ class MatmulProbe:
     True
     """
 
-    def __init__(self, n=MATMUL_SIZE, min_seconds=0.5, seed=0):
+    def __init__(self, n=MATMUL_SIZE, min_seconds=0.5, seed=0, dtype="float32"):
         tf = import_tensorflow()
 
         if not isinstance(n, int) or n < 1:
@@ -134,8 +134,9 @@ class MatmulProbe:
             raise ValueError(f"min_seconds must be >= 0; received {min_seconds!r}.")
         self.n = n
         generator = tf.random.Generator.from_seed(seed)
-        self._a = generator.normal((n, n), dtype=tf.float32)
-        self._b = generator.normal((n, n), dtype=tf.float32)
+        self.dtype = dtype
+        self._a = tf.cast(generator.normal((n, n), dtype=tf.float32), dtype)
+        self._b = tf.cast(generator.normal((n, n), dtype=tf.float32), dtype)
         self._matmul = tf.function(lambda a, b: (tf.matmul(a, b), tf.matmul(b, a)))
         self.products_per_sample = 1
         self._run()  # warm-up: trace and first run
@@ -159,6 +160,24 @@ class MatmulProbe:
         rate = self.products_per_sample * self.flops / time_call(self._run) / 1e9
         self.samples.append(rate)
         return rate
+
+
+def report_matmul_rates(probe, repeats=5):
+    """Prints `probe`'s rate, then the machine's other reference rate measured now: float32
+    always, bfloat16 where the CPU runs it natively (`cpu_setup.native_bfloat16`), so every
+    figure can be read against the rate of its own dtype."""
+    from keras_elmo.process.cpu_setup import native_bfloat16
+
+    report(f"matmul {probe.n}^3 {probe.dtype}", format_samples(probe.samples, "GFLOP/s"))
+    others = [d for d in ("float32", "bfloat16") if d != probe.dtype
+              and (d == "float32" or native_bfloat16())]
+    for dtype in others:
+        other = MatmulProbe(probe.n, dtype=dtype)
+        for _ in range(repeats):
+            other.sample()
+        report(f"matmul {probe.n}^3 {dtype}", format_samples(other.samples, "GFLOP/s"))
+    if "bfloat16" not in others + [probe.dtype]:
+        report(f"matmul {probe.n}^3 bfloat16", "not measured: not native on this CPU")
 
 
 def matmul_gflops(n=MATMUL_SIZE, repeats=5, min_seconds=0.5):

@@ -40,7 +40,8 @@ import sys
 import tempfile
 
 from _common import (
-    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report,
+    report_matmul_rates, time_call)
 from inference import published_files, random_sentences
 
 from keras_elmo import constants
@@ -157,7 +158,7 @@ def main(argv=None):
     report("file", f"{args.sentences} sentences, {num_tokens} tokens (lengths "
            f"{min(map(len, sentences))}..{max(map(len, sentences))}, median "
            f"{int(np.median([len(s) for s in sentences]))})")
-    report("matmul 2048^3 float32", format_samples(probe.samples, "GFLOP/s"))
+    report_matmul_rates(probe)
     for name, samples in rates.items():
         report(f"{name} tokens/s", format_samples(samples, "tokens/s"))
     ratios = [100 * e / m for e, m in zip(rates["embed file"], rates["model alone"])]

@@ -71,7 +71,8 @@ import statistics
 import sys
 
 from _common import (
-    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report,
+    report_matmul_rates, time_call)
 from _memory import MemoryStages, StreamingProbe, peak_text, tensorflow_allocator
 from _peers import Peers
 
@@ -282,7 +283,7 @@ def main(argv=None):
         fn(x)
         fn(x)
         stages.mark(f"{name}: first two calls")
-    probe = MatmulProbe()
+    probe = MatmulProbe(dtype=args.dtype)  # the model's dtype: fractions of its own rate
     stages.mark("matmul probe")
     cells = [c for d in bilm.contextual_encoder.cells.values() for c in d]
     stream = StreamingProbe([w for c in cells for w in (c.recurrent_kernel,
@@ -313,7 +314,7 @@ def main(argv=None):
            f"{flops['bilstm'] / 1e6:.4g})")
     report("analytic MFLOP per caller token",
            f"{flops['total'] * positions / args.length / 1e6:.4g}")
-    report("matmul 2048^3 float32", format_samples(probe.samples, "GFLOP/s"))
+    report_matmul_rates(probe)
     for name, (_, _, b, part_flops) in variants.items():
         tokens = [b * args.length / s for s in seconds[name]]
         gflops = [part_flops * b * positions / s / 1e9 for s in seconds[name]]

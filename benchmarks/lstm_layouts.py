@@ -24,7 +24,8 @@ Example:
 import sys
 
 from _common import (
-    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report, time_call)
+    MatmulProbe, doc_parser, format_samples, median_spread, print_load, report,
+    report_matmul_rates, time_call)
 
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 
@@ -138,7 +139,7 @@ def main(argv=None):
     report("lstm", f"{units} units, {proj} projection, one layer, one direction; "
            f"batch {args.batch_size} x {args.length} steps")
     report("analytic MFLOP per token", f"{step_flops / 1e6:.4g}")
-    report("matmul 2048^3 float32", format_samples(probe.samples, "GFLOP/s"))
+    report_matmul_rates(probe)
     for name in layouts:
         rates = [tokens / s for s in seconds[name]]
         gflops = median_spread(rates)[0] * step_flops / 1e9

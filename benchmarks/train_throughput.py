@@ -40,6 +40,7 @@ tf = import_tensorflow()
 
 from keras_elmo.text.characters import batch_to_ids  # noqa: E402
 from keras_elmo.formats.options import BiLMOptions  # noqa: E402
+from keras_elmo.process.cpu_setup import native_bfloat16  # noqa: E402
 from keras_elmo.training.config import TrainingConfig  # noqa: E402
 from keras_elmo.training.distribute import make_strategy  # noqa: E402
 from keras_elmo.training.model_dir import ModelDir  # noqa: E402
@@ -127,11 +128,11 @@ class TrainVariant:
         return tape.gradient(loss, model.trainable_variables)
 
 
-def matmul_rate(repeats=3):
-    """GFLOP/s of float32 2048^3 matmuls, two independent ones at a time (the whole machine
-    under either thread layout), best of `repeats` runs of a few calls."""
-    a = tf.random.normal((MATMUL_SIZE, MATMUL_SIZE))
-    b = tf.random.normal((MATMUL_SIZE, MATMUL_SIZE))
+def matmul_rate(repeats=3, dtype="float32"):
+    """GFLOP/s of 2048^3 matmuls (float32, or `dtype`), two independent ones at a time (the
+    whole machine under either thread layout), best of `repeats` runs of a few calls."""
+    a = tf.cast(tf.random.normal((MATMUL_SIZE, MATMUL_SIZE)), dtype)
+    b = tf.cast(tf.random.normal((MATMUL_SIZE, MATMUL_SIZE)), dtype)
     pair = tf.function(lambda a, b: (tf.matmul(a, b), tf.matmul(b, a)))
     pair(a, b)[0].numpy()
     best = 0.0
@@ -192,6 +193,11 @@ def main(argv=None):
     med_matmul = statistics.median(matmul)
     print(f"\nmatmul {MATMUL_SIZE}^3 float32: {med_matmul:,.1f} GFLOP/s "
           f"(spread {min(matmul):,.1f}-{max(matmul):,.1f}, {args.repeats} repeats)")
+    if native_bfloat16():
+        print(f"matmul {MATMUL_SIZE}^3 bfloat16: {matmul_rate(dtype='bfloat16'):,.1f} GFLOP/s "
+              "(native, measured after the rounds)")
+    else:
+        print(f"matmul {MATMUL_SIZE}^3 bfloat16: not measured, not native on this CPU")
     distinct = len(np.unique(make_batch(args.vocab_size, args.batch, args.length)["token_ids"]))
     print(f"training step, batch {args.batch} x {args.length} positions ({distinct} distinct "
           f"tokens), vocabulary {args.vocab_size:,}:")
