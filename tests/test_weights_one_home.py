@@ -101,8 +101,8 @@ def _load_weights(bilm, new, tmp_path):
 
 
 def _keras_file(bilm, new, tmp_path):
-    """A `.keras` file of the new weights, loaded over... a new object: what a user reloads
-    is that object, frozen as the saved one was."""
+    """A `.keras` file of the new weights, saved frozen; what a user reloads is a new
+    object, returned to be checked in place of the old one."""
     path = str(tmp_path / "new.keras")
     new.trainable = False
     new.save(path)
@@ -113,16 +113,25 @@ CHANGES = {"set_weights": _set_weights, "assign": _assign, "load_weights": _load
            "keras_file": _keras_file}
 
 
-def _check_every_call(bilm, options, arrays, atol):
-    """Traced (a function per batch size, traced for it) and eager calls at batch 1, 2, 32
-    against the reference of `arrays`."""
+def _calls(bilm):
+    """`{batch: [(how, call), ...]}`: eager and traced calls of `bilm` at batch 1, 2 and 32,
+    each function traced for its batch size (the first call traces it; later calls reuse
+    that graph)."""
+    calls = {}
     for batch in (1, 2, 32):
+        traced = tf.function(lambda x: bilm(x)["layers"],
+                             input_signature=[tf.TensorSpec((batch, None, 50), tf.int32)])
+        calls[batch] = [("eager", lambda x: bilm(x)["layers"]), ("traced", traced)]
+    return calls
+
+
+def _check_every_call(calls, options, arrays, atol):
+    """Every call of `_calls` against the reference of `arrays`."""
+    for batch, ways in calls.items():
         sentences = _sentences(batch, seed=batch)
         ids = tf.constant(batch_to_ids(sentences))
         expected = _expected(options, arrays, sentences)
-        traced = tf.function(lambda x: bilm(x)["layers"],
-                             input_signature=[tf.TensorSpec((batch, None, 50), tf.int32)])
-        for how, call in (("eager", lambda x: bilm(x)["layers"]), ("traced", traced)):
+        for how, call in ways:
             np.testing.assert_allclose(call(ids).numpy(), expected, atol=atol,
                                        err_msg=f"{how}, batch {batch}")
 
@@ -131,11 +140,14 @@ def _run_change(two_models, tmp_path, change, dtype, atol):
     options, models = two_models
     bilm = BiLM.from_weights(*models["old"][0], dtype=dtype)
     bilm.trainable = False
-    # Every path runs once with the old weights first: whatever it keeps, it keeps now.
-    _check_every_call(bilm, options, models["old"][1], atol)
+    # Every path runs (and is traced) with the old weights first: whatever it keeps, it
+    # keeps now; the same functions then run with the new weights.
+    calls = _calls(bilm)
+    _check_every_call(calls, options, models["old"][1], atol)
     new = BiLM.from_weights(*models["new"][0], dtype=dtype)
-    bilm = CHANGES[change](bilm, new, tmp_path) or bilm
-    _check_every_call(bilm, options, models["new"][1], atol)
+    reloaded = CHANGES[change](bilm, new, tmp_path)
+    _check_every_call(calls if reloaded is None else _calls(reloaded), options,
+                      models["new"][1], atol)
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
