@@ -20,6 +20,7 @@ load before: 1.23 0.65 0.28 (1, 5, 15 min) on 2 cores
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -178,6 +179,24 @@ def report_matmul_rates(probe, repeats=5):
         report(f"matmul {probe.n}^3 {dtype}", format_samples(other.samples, "GFLOP/s"))
     if "bfloat16" not in others + [probe.dtype]:
         report(f"matmul {probe.n}^3 bfloat16", "not measured: not native on this CPU")
+
+
+#: Run in a child in an environment of its own: the load line, then 3 matmul samples.
+_CHILD_PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from _common import MatmulProbe, print_load; print_load(sys.argv[2]); "
+                "probe = MatmulProbe(); print('GFLOP/s', *[probe.sample() for _ in range(3)])")
+
+
+def matmul_in_child(env, when):
+    """Prints the load line and the CPU settings of `env` (a child's `print_load`); returns
+    the child's three float32 matmul samples in GFLOP/s. For benchmarks that time whole
+    commands: the rate is measured in the commands' environment, between their runs."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, "-c", _CHILD_PROBE, here, when], env=env,
+                          capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    print("\n".join(line for line in lines if not line.startswith("GFLOP/s")))
+    return [float(x) for line in lines if line.startswith("GFLOP/s") for x in line.split()[1:]]
 
 
 def matmul_gflops(n=MATMUL_SIZE, repeats=5, min_seconds=0.5):

@@ -53,8 +53,8 @@ import sys
 import tempfile
 import time
 
-from _common import (STARTING_ENVIRONMENT, doc_parser, format_samples, median_spread,
-                     print_load, report)
+from _common import (STARTING_ENVIRONMENT, doc_parser, format_samples, matmul_in_child,
+                     median_spread, print_load, report)
 from _memory import peak_text
 from _memory_sampler import MemorySampler
 
@@ -81,10 +81,7 @@ GOAL_RATIO = 3.0
 #: Our closing line ("...; 20.3 s (392 tokens/s), ...") and the peer's SUMMARY line.
 _OURS_EMBED_SECONDS = re.compile(r"; ([0-9.]+) s \([0-9,.]+ tokens/s\)")
 _PEER_SECONDS = re.compile(r"load ([0-9.]+) s, embed ([0-9.]+) s")
-#: Run in a child in a class's environment: the load line, then 3 matmul samples.
-_PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
-          "from _common import MatmulProbe, print_load; print_load(sys.argv[2]); "
-          "probe = MatmulProbe(); print('GFLOP/s', *[probe.sample() for _ in range(3)])")
+
 
 
 def parse_args(argv):
@@ -190,16 +187,6 @@ def run_measured(command, env):
     return seconds, peak, usage.ru_utime + usage.ru_stime, output
 
 
-def matmul_probe(env, when):
-    """Prints the load line and the CPU settings of `env` (a child's `print_load`); returns
-    the child's matmul samples in GFLOP/s."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, _HERE, when], env=env,
-                          capture_output=True, text=True, check=True)
-    lines = done.stdout.strip().splitlines()
-    print("\n".join(line for line in lines if not line.startswith("GFLOP/s")))
-    return [float(x) for line in lines if line.startswith("GFLOP/s") for x in line.split()[1:]]
-
-
 def compare(ours_file, peer_file, lines):
     """`(pairs, {layer: max |ours - EFML|}, [max over layers per pair])` of the sentences
     in both files: our key is the line index, the peer's the index among non-empty lines."""
@@ -269,7 +256,7 @@ def run_class(name, args, lines, tokens, commands, work):
                    " ".join(f"{k}={v}" for k, v in variables.items()) or "as started")
     runs, gflops, files = {label: [] for label in commands}, [], {}
     for round_index in range(args.repeats):
-        gflops += matmul_probe(envs["keras-elmo"], f"before {name} round {round_index + 1}")
+        gflops += matmul_in_child(envs["keras-elmo"], f"before {name} round {round_index + 1}")
         order = list(commands) if round_index % 2 == 0 else list(commands)[::-1]
         for label in order:
             out = os.path.join(work, f"{label}_{name}_{round_index}"
@@ -288,7 +275,7 @@ def run_class(name, args, lines, tokens, commands, work):
             if label in files and not args.keep:
                 os.remove(files[label])
             files[label] = out
-    gflops += matmul_probe(envs["keras-elmo"], f"after {name}")
+    gflops += matmul_in_child(envs["keras-elmo"], f"after {name}")
     report(f"{name} matmul 2048^3 float32 (our environment)", format_samples(gflops, "GFLOP/s"))
     medians = {}
     for label, samples in runs.items():

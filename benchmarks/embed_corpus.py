@@ -39,7 +39,8 @@ import time
 
 _PEER_ENVIRONMENT = dict(os.environ)  # before _common sets our thread layout and oneDNN
 
-from _common import doc_parser, format_samples, median_spread, print_load, report  # noqa: E402
+from _common import (doc_parser, format_samples, matmul_in_child, median_spread,  # noqa: E402
+                     print_load, report)
 from _memory import peak_text  # noqa: E402
 from _memory_sampler import MemorySampler  # noqa: E402
 from inference import published_files  # noqa: E402
@@ -146,6 +147,7 @@ def main(argv=None):
     if args.peer_command:
         report("command allennlp", shlex.join(commands["allennlp"]("IN", "OUT.hdf5")))
     print_load("before")
+    gflops = []  # float32 matmul samples in our environment, before each round and after
     results = {}  # (name, scale) -> list of (seconds, {"anon", "rss"} peak MiB, CPU seconds)
     smallest = min(args.scales)
     for scale in sorted(set(args.scales)):
@@ -153,6 +155,7 @@ def main(argv=None):
         report(f"corpus {scale}x", f"{args.sentences * scale:,} sentences, {tokens:,} tokens")
         names = [n for n in commands if n == "keras-elmo" or scale in args.peer_scales]
         for round_index in range(args.repeats if scale == smallest else 1):
+            gflops += matmul_in_child(ours_env, f"before {scale}x round {round_index + 1}")
             order = names if round_index % 2 == 0 else names[::-1]
             for name in order:
                 out = os.path.join(work, f"{name}_{scale}x_{round_index}.hdf5")
@@ -167,8 +170,9 @@ def main(argv=None):
                        f"{cpu:.1f} CPU s (load {load_before:.2f} -> {load_after:.2f})")
                 if not args.keep:
                     os.remove(out)
-    print_load("after")
+    gflops += matmul_in_child(ours_env, "after")
     print()
+    report("matmul 2048^3 float32 (our environment)", format_samples(gflops, "GFLOP/s"))
     for (name, scale), runs in sorted(results.items(), key=lambda item: (item[0][1], item[0][0])):
         tokens = corpora[scale][1]
         rates = [tokens / s for s, _, _ in runs]
@@ -186,8 +190,12 @@ def main(argv=None):
                           for name in ("keras-elmo", "allennlp"))
             ours_cpu, peer_cpu = (median_spread([c for _, _, c in results[(name, scale)]])[0]
                                   for name in ("keras-elmo", "allennlp"))
+            rounds = [p / o for (o, _, _), (p, _, _) in zip(results[("keras-elmo", scale)],
+                                                            results[("allennlp", scale)])]
             report(f"ratio keras-elmo / allennlp {scale}x",
-                   f"{ours / peer:.2f}x tokens/s (wall), {peer_cpu / ours_cpu:.2f}x by CPU time")
+                   f"{ours / peer:.2f}x tokens/s (wall; round by round "
+                   f"{' / '.join(f'{r:.2f}x' for r in rounds)}), "
+                   f"{peer_cpu / ours_cpu:.2f}x by CPU time")
     if not args.keep:
         for path, _ in corpora.values():
             os.remove(path)

@@ -37,8 +37,9 @@ from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_lengt
 from keras_elmo.validation import check_int
 
 #: Tokens per char-CNN call: bounds the char CNN's activations (its convolutions before the
-#: max-pooling hold about 90 MiB per 256 tokens at the published size).
-DEFAULT_BATCH_SIZE = 256
+#: max-pooling hold about 90 MiB per 256 tokens at the published size); calls of fewer
+#: tokens keep one core waiting (docs/performance.md, "Figures behind the code's choices").
+DEFAULT_BATCH_SIZE = 512
 #: Tokens met in text that are kept beside the vocabulary (`P` floats each: 64 MiB at the
 #: published P = 512); later new tokens are encoded for their batch only.
 DEFAULT_MAX_ENTRIES = 32768
@@ -60,7 +61,7 @@ class TokenEmbeddingCache:
             their first position); none by default.
         embeddings: optional float array `(len(tokens), projection_dim)` to use instead of
             computing them (what `load` passes).
-        batch_size: int >= 1, tokens per char-CNN call (256).
+        batch_size: int >= 1, tokens per char-CNN call (512).
         max_entries: int >= 0, tokens met in text kept beside the vocabulary (32768).
 
     Attributes:
