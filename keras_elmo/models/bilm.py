@@ -175,9 +175,32 @@ class BiLM(keras.Model):
         Example:
         >>> bilm = BiLM.from_preset("elmo-small")  # doctest: +SKIP
         """
-        from keras_elmo.models.loading import load_bilm
+        from keras_elmo.formats.model_files import resolve_model_files
+        from keras_elmo.pretrained.resolve import resolve_model
 
-        return load_bilm(preset, **kwargs)
+        local = resolve_model(preset)
+        return cls.from_model_files(resolve_model_files(
+            local.model_dir, local.options_file, local.weight_file), **kwargs)
+
+    @classmethod
+    def from_model_files(cls, files, **kwargs):
+        """A `BiLM` of the `keras_elmo.formats.model_files.ModelFiles` of a local model
+        directory or pair (`resolve_model_files`): an ELMoForManyLangs directory by
+        `from_efml`, a published pair by `from_weights`, with a vocabulary model's
+        vocabulary (char.dic, word.dic) read beside it.
+
+        Args:
+            files: `ModelFiles`.
+            **kwargs: passed to the constructor (`dtype`, `stateful`, `name`, ...).
+        """
+        from keras_elmo.formats.model_vocabulary import read_model_vocabulary
+        from keras_elmo.formats.options import BiLMOptions
+
+        if files.efml_dir is not None:
+            return cls.from_efml(files.efml_dir, **kwargs)
+        options = BiLMOptions.from_file(files.options_file)
+        vocabulary = read_model_vocabulary(files, options) if options.char_vocabulary else None
+        return cls.from_weights(options, files.weight_file, vocabulary=vocabulary, **kwargs)
 
     @classmethod
     def from_efml(cls, directory, **kwargs):

@@ -55,8 +55,6 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
     >>> load_bilm("elmo-small").output_dim  # downloaded once, then cached  # doctest: +SKIP
     256
     """
-    from keras_elmo.formats.model_vocabulary import read_model_vocabulary
-    from keras_elmo.formats.options import BiLMOptions
     from keras_elmo.models.bilm import BiLM
 
     if isinstance(model_dir, ModelFiles):
@@ -66,8 +64,4 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
 
         local = resolve_model(model_dir, options_file, weight_file)
         files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
-    if files.efml_dir is not None:
-        return BiLM.from_efml(files.efml_dir, **kwargs)
-    options = BiLMOptions.from_file(files.options_file)
-    vocabulary = read_model_vocabulary(files, options) if options.char_vocabulary else None
-    return BiLM.from_weights(options, files.weight_file, vocabulary=vocabulary, **kwargs)
+    return BiLM.from_model_files(files, **kwargs)
