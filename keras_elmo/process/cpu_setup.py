@@ -213,8 +213,9 @@ def onednn_enabled(environ=None, flags=None):
 def one_row_transposes_pay(environ=None, flags=None):
     """Whether a float32 one-row LSTM step reads `W_h` faster from an `(in, out)` transpose
     made in each call than from the stored `(out, in)` kernel, by more than the transpose
-    costs: measured so with oneDNN's kernels on an AVX2-only CPU, not with TensorFlow's own
-    kernels nor on an AVX512 one (docs/performance.md, "Figures behind the code's choices")."""
+    costs: true with oneDNN's kernels on an AVX2-only CPU; TensorFlow's own kernels and
+    AVX512 CPUs read the stored kernel (docs/performance.md, "Figures behind the code's
+    choices", has the figures)."""
     flags = cpu_flags() if flags is None else flags
     return onednn_enabled(environ, flags) and "avx512f" not in flags
 
