@@ -83,7 +83,6 @@ _OURS_EMBED_SECONDS = re.compile(r"; ([0-9.]+) s \([0-9,.]+ tokens/s\)")
 _PEER_SECONDS = re.compile(r"load ([0-9.]+) s, embed ([0-9.]+) s")
 
 
-
 def parse_args(argv):
     parser = doc_parser(__doc__)
     parser.add_argument("--peer-command", default=None, metavar="CMD",
