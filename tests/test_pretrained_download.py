@@ -372,9 +372,11 @@ def test_a_cache_that_cannot_be_written_is_the_storage_line(served, tmp_path, mo
 
 
 _RACER = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     from keras_elmo.pretrained.resolve import resolve_model
-    while time.time() < float(sys.argv[1]):
+    barrier, me = sys.argv[1], sys.argv[2]
+    open(os.path.join(barrier, me), "w").close()  # past the imports: ready
+    while len(os.listdir(barrier)) < 2:  # both are, however slow the machine
         time.sleep(0.005)
     print(resolve_model("efml-zhs").model_dir)
     import keras_elmo
@@ -385,13 +387,12 @@ _RACER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_two_processes_racing_for_a_model_download_it_once_and_both_load(served, tmp_path):
-    import time
-
     served.faults["/zhs.model.tar.bz2"] = ("slow", 0.5)
-    start = time.time() + 3  # both are past their imports
-    racers = [subprocess.Popen([sys.executable, "-c", _RACER, str(start)],
+    barrier = tmp_path / "ready"
+    barrier.mkdir()
+    racers = [subprocess.Popen([sys.executable, "-c", _RACER, str(barrier), str(n)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-              for _ in range(2)]
+              for n in range(2)]
     outputs = [racer.communicate(timeout=300) for racer in racers]
     assert [racer.returncode for racer in racers] == [0, 0], [err[-2000:] for _, err in outputs]
     directories = {out.split()[0] for out, _ in outputs}
