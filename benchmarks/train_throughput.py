@@ -14,7 +14,10 @@ median and the spread (min-max) of the repeats are printed.
     python benchmarks/train_throughput.py --sizes small published --repeats 5
     python benchmarks/train_throughput.py --sizes small mid --vocab-size 55313 --negatives 1024
     python benchmarks/train_throughput.py --sizes small --vocab-size 55313 --negatives 1024 \
-        --peer "bilm-tf=bash bench_bilmtf.sh train small"       # the peer beside, per repeat
+        --steps 40 --repeats 5 --peer "bilm-tf=bash bench_bilmtf.sh train small"  # the peer beside
+
+A peer's run averages its rate over a minute or more; beside one, time enough of our steps
+in a round (`--steps 40`: several seconds) that a round's figure is not one short sample.
 
 The estimated model rate uses `3 x` the forward multiply-adds per token (forward pass plus
 the two products of the backward pass), so `model GFLOP/s / matmul GFLOP/s` says how much
@@ -159,7 +162,8 @@ def main(argv=None):
     parser.add_argument("--optimizer", default="adagrad", choices=["adagrad", "preset"],
                         help="adagrad (bilm-tf's, default: like for like with its training) "
                              "or each preset's own (small: Adam)")
-    parser.add_argument("--steps", type=int, default=2, help="steps per timed repeat")
+    parser.add_argument("--steps", type=int, default=2,
+                        help="steps per timed repeat (40 or more beside a --peer)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median shown)")
     parser.add_argument("--peer", action="append", default=[], metavar="LABEL=COMMAND",
                         help="a peer's training benchmark, run once per repeat between ours "
