@@ -14,10 +14,10 @@ median and the spread (min-max) of the repeats are printed.
     python benchmarks/train_throughput.py --sizes small published --repeats 5
     python benchmarks/train_throughput.py --sizes small mid --vocab-size 55313 --negatives 1024
     python benchmarks/train_throughput.py --sizes small --vocab-size 55313 --negatives 1024 \
-        --steps 40 --repeats 5 --peer "bilm-tf=bash bench_bilmtf.sh train small"  # the peer beside
+        --repeats 5 --peer "bilm-tf=bash bench_bilmtf.sh train small"   # the peer beside, 40 steps a round
 
-A peer's run averages its rate over a minute or more; beside one, time enough of our steps
-in a round (`--steps 40`: several seconds) that a round's figure is not one short sample.
+A peer's run averages its rate over a minute or more, so beside one a round times 40 of our
+steps by default (several seconds) instead of 2: a round's figure is then not one short sample.
 
 The estimated model rate uses `3 x` the forward multiply-adds per token (forward pass plus
 the two products of the backward pass), so `model GFLOP/s / matmul GFLOP/s` says how much
@@ -51,6 +51,8 @@ from keras_elmo.training.trainer import Trainer  # noqa: E402
 from keras_elmo.training.vocabulary import SPECIAL_TOKENS, Vocabulary  # noqa: E402
 
 MATMUL_SIZE = 2048
+#: Timed steps a round: alone, and beside a peer whose run lasts a minute or more.
+STEPS_ALONE, STEPS_BESIDE_A_PEER = 2, 40
 
 
 def forward_flops_per_token(config):
@@ -162,14 +164,16 @@ def main(argv=None):
     parser.add_argument("--optimizer", default="adagrad", choices=["adagrad", "preset"],
                         help="adagrad (bilm-tf's, default: like for like with its training) "
                              "or each preset's own (small: Adam)")
-    parser.add_argument("--steps", type=int, default=2,
-                        help="steps per timed repeat (40 or more beside a --peer)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per timed repeat (default 2; 40 beside a --peer)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (median shown)")
     parser.add_argument("--peer", action="append", default=[], metavar="LABEL=COMMAND",
                         help="a peer's training benchmark, run once per repeat between ours "
                              "and compared with the first of --sizes (repeatable; its output "
                              "names 'N tokens/s'; see _peers.py)")
     args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = STEPS_BESIDE_A_PEER if args.peer else STEPS_ALONE
 
     print(f"TF {tf.__version__}")
     print_load("before")
