@@ -13,7 +13,8 @@ Input contract (docs/serving.md "Input contract"), the same as `keras-elmo embed
 SavedModel's: one vector per token, always. A token may be `str` or `bytes`; invalid UTF-8
 bytes (or lone surrogates, e.g. from `surrogateescape`) are dropped inside the token, which
 stays (an empty word if nothing is left); a `bytes` sentence is split on whitespace before
-that, so an invalid byte is never a separator. A token longer than
+that, so an invalid byte is never a separator. An empty string token (`"a  b".split(" ")`)
+is no token: the sentence is read without it and its column is zeros. A token longer than
 `max_characters_per_token - 2` bytes is cut there; a sentence longer than `max_length`
 tokens runs in windows of `max_length` tokens (`keras_elmo.text.sentence_windows`);
 an empty sentence gives `(L + 1, 0, 2P)`.
@@ -34,6 +35,7 @@ import numpy as np
 
 from keras_elmo import constants
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
+from keras_elmo.embedding.empty_tokens import drop_empty_tokens, restore_empty_tokens
 from keras_elmo.formats.model_files import resolve_model_files
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
@@ -157,10 +159,12 @@ class ElmoEmbedder:
             chunk = self._token_lists(itertools.islice(iterator, window), offset)
             if not chunk:
                 return
+            chunk, positions = drop_empty_tokens(chunk)  # "" is no token: zeros there
             results = [None] * len(chunk)
             for key, _, layers in runner.iter_layers(enumerate(chunk)):
                 results[key] = np.array(layers, np.float32)  # own copy, not a view
-            yield from results
+            yield from (restore_empty_tokens(layers, where)
+                        for layers, where in zip(results, positions))
             offset += len(chunk)
 
     def embed_file(self, input_file, output_file, output_format="all", batch_size=None,
@@ -235,10 +239,12 @@ def _text(item):
 def _tokens(item, index):
     """A token-list sentence, checked."""
     if isinstance(item, (list, tuple)) and all(isinstance(t, str) for t in item):
-        bad = [t for t in item if not t or t != t.strip() or len(t.split()) != 1]
+        # An empty token is no token (zeros at its position); whitespace inside a token
+        # would be read as one token here and as two in a file.
+        bad = [t for t in item if t and (t != t.strip() or len(t.split()) != 1)]
         if bad:
-            raise ValueError(f"sentence {index}: tokens must be non-empty and without "
-                             f"whitespace; received {bad[:3]!r}.")
+            raise ValueError(f"sentence {index}: tokens must be without whitespace; "
+                             f"received {bad[:3]!r}.")
         return list(item)
     raise ValueError(f"sentence {index}: expected a list of str tokens (or a str to split); "
                      f"received {type(item).__name__} {item!r:.80}.")

@@ -32,6 +32,8 @@ import weakref
 import numpy as np
 
 from keras_elmo.formats.token_cache import read_token_embeddings, write_token_embeddings
+from keras_elmo.embedding.empty_tokens import (drop_empty_tokens, is_empty_token,
+                                               restore_empty_tokens)
 from keras_elmo.embedding.row_packing import Piece, piece_size, plan_calls
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length, num_windows
 from keras_elmo.validation import check_int
@@ -155,7 +157,7 @@ class TokenEmbeddingCache:
         mask = np.zeros((len(found), max_len), bool)
         for row, sentence in enumerate(found):
             vectors[row, :len(sentence)] = sentence
-            mask[row, :len(sentence)] = True
+            mask[row, :len(sentence)] = [not is_empty_token(t) for t in sentences[row]]
         return vectors, mask
 
     def sentence_vectors(self, sentences):
@@ -172,7 +174,9 @@ class TokenEmbeddingCache:
             if isinstance(sentence, (str, bytes)):
                 raise ValueError(f"Sentence {row} is a string; expected a list of tokens.")
         sentences = [list(s) for s in sentences]
-        new = [t for t in dict.fromkeys(t for s in sentences for t in s) if t not in self.index]
+        # An empty string is no token: a zero vector, never computed nor kept.
+        new = [t for t in dict.fromkeys(t for s in sentences for t in s)
+               if t not in self.index and not is_empty_token(t)]
         computed = dict(zip(new, self.compute(new))) if new else {}
         self.computed += len(new)
         room = self.max_entries - (len(self.index) - self.vocabulary_size)
@@ -180,12 +184,14 @@ class TokenEmbeddingCache:
             self.index[token] = len(self._rows)
             self._rows.append(computed[token])
         empty = np.zeros((0, self.projection_dim), np.float32)
+        no_token = np.zeros(self.projection_dim, np.float32)
         found = []
         for sentence in sentences:
-            rows = [computed[token] if (position := self.index.get(token)) is None
+            rows = [no_token if is_empty_token(token) else computed[token]
+                    if (position := self.index.get(token)) is None
                     else self._rows[position] for token in sentence]
             found.append(np.stack(rows) if rows else empty)
-        num_tokens = sum(map(len, sentences))
+        num_tokens = sum(1 for s in sentences for t in s if not is_empty_token(t))
         num_new = sum(1 for s in sentences for t in s if t in computed)
         self.misses += num_new
         self.hits += num_tokens - num_new
@@ -211,6 +217,13 @@ class TokenEmbeddingCache:
             outputs (they live as long as any of its sentences').
         """
         max_length = check_max_length(max_length)
+        kept, positions = drop_empty_tokens(sentences)
+        if any(where is not None for where in positions):  # "" is no token: zeros there
+            if rows is not None or vectors is not None:
+                raise ValueError("TokenEmbeddingCache.layers: rows and vectors must be "
+                                 "planned for sentences without empty string tokens.")
+            return [restore_empty_tokens(found, where)
+                    for found, where in zip(self.layers(kept, max_length), positions)]
         if rows is None:
             lengths = [len(s) for s in sentences]
             pieces = sum(num_windows(n, max_length) for n in lengths if n)
@@ -254,7 +267,7 @@ class TokenEmbeddingCache:
         mask = np.zeros((len(sentences), max_len), bool)
         for row, found in enumerate(layers):
             dense[row, :, :found.shape[1]] = found
-            mask[row, :found.shape[1]] = True
+            mask[row, :found.shape[1]] = [not is_empty_token(t) for t in sentences[row]]
         return {"layers": tf.convert_to_tensor(dense), "mask": tf.convert_to_tensor(mask)}
 
     # --- file -------------------------------------------------------------------------------

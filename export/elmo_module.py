@@ -42,6 +42,8 @@ word vocabularies as `tf.lookup.StaticHashTable`s (`keras_elmo.text.vocabulary_l
 import tensorflow as tf
 
 from keras_elmo import constants
+from keras_elmo.layers.token_compaction import (compaction_order, restoring_order,
+                                                take_positions)
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
 
@@ -217,14 +219,15 @@ class ElmoModule(tf.Module):
         with tf.control_dependencies(checks):
             steps = _longest(sequence_len)
         real = tf.sequence_mask(sequence_len, steps)  # (batch, steps)
-        # Positions past sequence_len are padding whatever they hold; "" before it is an
-        # empty word, as in `batch_to_ids`.
+        # Positions past sequence_len are padding whatever they hold; "" before it is no
+        # token, as in `batch_to_ids`.
         if self._lookup is not None:  # a vocabulary model: its tables
             ids = self._lookup.masked_ids(tokens[:, :steps], real)
         else:
+            real = tf.logical_and(real, tf.not_equal(tokens[:, :steps], ""))
             ids = tf_token_char_ids(tokens[:, :steps], self.options.max_characters_per_token)
             ids = tf.where(real[..., tf.newaxis], ids, tf.zeros_like(ids))  # (batch, steps, C)
-        return self._embed(ids, sequence_len, width)
+        return self._embed_compacted(ids, width)
 
     def _default(self, text):
         # Raw bytes split on whitespace: a token of invalid UTF-8 is still a token.
@@ -244,8 +247,6 @@ class ElmoModule(tf.Module):
         char_ids = _ensure_shape(char_ids, [None, None, self.options.max_characters_per_token])
         num_characters = self.options.num_characters
         width = tf.shape(char_ids)[1]
-        present = token_mask(char_ids)  # (batch, max_len)
-        lengths = tf.reduce_sum(tf.cast(present, tf.int32), axis=1)  # (batch,)
         checks = [
             tf.debugging.assert_non_negative(
                 char_ids, message="char_ids signature: char ids must be >= 0"),
@@ -253,10 +254,6 @@ class ElmoModule(tf.Module):
                 char_ids, tf.constant(num_characters, tf.int32),
                 message=f"char_ids signature: char ids must be < {num_characters} "
                         "(shifted ids from the model's batch_to_ids)"),
-            tf.debugging.assert_equal(
-                present, tf.sequence_mask(lengths, width),
-                message="char_ids signature: an all-zero (padding) row comes before a real "
-                        "token; real tokens must come first in each row"),
         ]
         if word_ids is not None:
             word_ids = _ensure_shape(word_ids, [None, None])
@@ -272,11 +269,10 @@ class ElmoModule(tf.Module):
                     message=f"char_ids signature: word ids must be < {rows} (shifted ids "
                             "from the model's batch_to_ids)")]
         with tf.control_dependencies(checks):
-            steps = _longest(lengths)
+            char_ids = tf.identity(char_ids)
         if word_ids is not None:
-            return self._embed({"char_ids": char_ids[:, :steps],
-                                "word_ids": word_ids[:, :steps]}, lengths, width)
-        return self._embed(char_ids[:, :steps], lengths, width)
+            return self._embed_compacted({"char_ids": char_ids, "word_ids": word_ids}, width)
+        return self._embed_compacted(char_ids, width)
 
     # --- shared ------------------------------------------------------------------------------
     def _copy(self, variable, name, trainable):
@@ -292,6 +288,30 @@ class ElmoModule(tf.Module):
         outputs, _ = layer.stateless_call([copies[id(v)] for v in layer.trainable_variables],
                                           [copies[id(v)] for v in layer.non_trainable_variables],
                                           *args, **kwargs)
+        return outputs
+
+    def _embed_compacted(self, ids, width):
+        """`_embed` of char ids `(batch, steps, C)` (or a word model's dict) whose all-zero
+        rows (no token) may stand between real tokens: each row's tokens are read as one
+        sentence without them (`keras_elmo.layers.token_compaction`), and every output
+        keeps the input's positions, zero where there was no token."""
+        char_ids = ids["char_ids"] if isinstance(ids, dict) else ids
+        present = token_mask(char_ids)  # (batch, steps)
+        order = compaction_order(present)  # (batch, steps)
+        lengths = tf.reduce_sum(tf.cast(present, tf.int32), axis=1)  # (batch,)
+        steps = _longest(lengths)
+        if isinstance(ids, dict):
+            ids = {key: take_positions(value, order, axis=1)[:, :steps]
+                   for key, value in ids.items()}
+        else:
+            ids = take_positions(ids, order, axis=1)[:, :steps]  # real tokens first
+        outputs = self._embed(ids, lengths, width)
+        restoring = restoring_order(order)  # (batch, steps)
+        for key, value in outputs.items():
+            if key == "default":  # (batch, 2P), no positions
+                continue
+            head = take_positions(value[:, :tf.shape(order)[1]], restoring, axis=1)
+            outputs[key] = tf.concat([head, value[:, tf.shape(order)[1]:]], axis=1)
         return outputs
 
     def _embed(self, ids, lengths, width):

@@ -17,8 +17,8 @@ The folders follow the model (docs/model.md):
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
 TensorFlow (the command line checks its arguments before that). Keras finds our layers in a
-`.keras` file once the modules defining them are imported: looking up a layer here
-(`keras_elmo.ElmoLayer`) or `import keras_elmo.models` does it.
+`.keras` file after `import keras_elmo`, whichever of Keras and keras-elmo is imported
+first (`keras_elmo.keras_registration`).
 
 Example:
 >>> import keras_elmo
@@ -26,6 +26,7 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
+from keras_elmo.keras_registration import register_with_keras
 from keras_elmo.lazy_names import lazy_names
 
 #: Public name -> the module that defines it.
@@ -60,3 +61,5 @@ __version__ = "0.1.0"
 __all__ = sorted(_PUBLIC)
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)
+
+register_with_keras()

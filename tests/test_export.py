@@ -145,13 +145,32 @@ def test_tokens_past_sequence_len_are_padding_even_if_not_empty(model):
     assert junk["sequence_mask"].tolist() == [[True, True, False, False], [True] * 4]
 
 
-def test_empty_string_before_sequence_len_is_an_empty_word_as_in_batch_to_ids(model):
+def _with_no_token_at(outputs, position):
+    """Outputs of a compacted batch with a no-token position inserted in every row."""
+    result = {}
+    for name, value in outputs.items():
+        if name == "default":
+            result[name] = value
+            continue
+        gap = np.zeros_like(value[:, :1])  # (batch, 1, ...): zeros, False
+        result[name] = np.concatenate([value[:, :position], gap, value[:, position:]], axis=1)
+    return result
+
+
+def test_an_empty_string_token_is_no_token_in_every_signature(model):
+    """`"a  b".split(" ")`: the middle `""` is no token, as in `batch_to_ids` and
+    `ElmoLayer`; `a` and `b` get the vectors of the sentence `a b`, the gap zeros."""
     fns = model["loaded"].signatures
-    tokens = _numpy(fns["tokens"](tokens=tf.constant([["a", "", "b"]]),
-                                  sequence_len=tf.constant([3])))
-    chars = _numpy(fns["char_ids"](char_ids=tf.constant(keras_elmo.batch_to_ids([["a", "", "b"]]))))
-    assert_outputs_close(tokens, chars, "empty word")
-    assert tokens["sequence_mask"].tolist() == [[True, True, True]]
+    compact = eager_reference(model["options"], model["weights"], [["a", "b"], ["c", "d"]],
+                              mix=MIX)
+    expected = _with_no_token_at(compact, 1)
+    tokens = _numpy(fns["tokens"](tokens=tf.constant([["a", "", "b"], ["c", "", "d"]]),
+                                  sequence_len=tf.constant([3, 3])))
+    chars = _numpy(fns["char_ids"](char_ids=tf.constant(
+        keras_elmo.batch_to_ids([["a", "", "b"], ["c", "", "d"]]))))
+    assert_outputs_close(tokens, expected, "tokens with an empty string")
+    assert_outputs_close(chars, expected, "char_ids with an all-zero row")
+    assert tokens["sequence_mask"].tolist() == [[True, False, True]] * 2
 
 
 def test_in_graph_tokenisation_and_char_ids_equal_the_python_path(model):
@@ -185,8 +204,9 @@ def test_invalid_utf8_stays_a_token_its_bytes_dropped_inside_it(model):
     assert graph["tokens"].tolist() == [sentence] == [[b"ab\xff", b"c", b"\xfe", b"d",
                                                        b"\xff\xfe"]]
     assert graph["sequence_mask"].tolist() == [[True] * 5]
+    # Python's char ids of the same bytes tokens (an empty string would be no token).
     python = _numpy(fns["char_ids"](char_ids=tf.constant(keras_elmo.batch_to_ids(
-        [["ab", "c", "", "d", ""]]))))
+        [sentence]))))
     assert_outputs_close(graph, python, "invalid utf-8")
 
 
@@ -237,9 +257,6 @@ def test_sentences_longer_than_max_length_run_in_windows_in_every_signature(mode
      r"Shape of tensor char_ids \[1,2,49\] is not compatible with expected shape \[\?,\?,50\]"),
     ("char_ids", dict(char_ids=tf.fill([1, 2, 50], 262)), "char ids must be < 262"),
     ("char_ids", dict(char_ids=tf.fill([1, 2, 50], -1)), "char ids must be >= 0"),
-    ("char_ids", dict(char_ids=tf.constant(keras_elmo.batch_to_ids([["a", "b", "c"]])
-                                           * np.array([0, 1, 1], np.int32)[None, :, None])),
-     "padding.* row comes before a real token"),
 ])
 def test_wrong_inputs_fail_at_the_signature_boundary(model, signature, inputs, message):
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):

@@ -2,9 +2,10 @@
 mask), and `ElmoLayer`, a `BiLM` with a task's scalar mixes.
 
 Importing this package registers every keras-elmo layer and model with Keras, so a `.keras`
-file holding them loads:
+file holding them loads; `import keras_elmo` does it as soon as Keras is imported
+(`keras_elmo.keras_registration`):
 
->>> import keras, keras_elmo.models
+>>> import keras, keras_elmo
 >>> tagger = keras.models.load_model("tagger.keras")  # doctest: +SKIP
 """
 

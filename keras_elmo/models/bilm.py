@@ -15,6 +15,8 @@ from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
 from keras_elmo.layers.sentence_boundaries import (AddSentenceBoundaries,
                                                    RemoveSentenceBoundaries,
                                                    with_boundary_tokens)
+from keras_elmo.layers.token_compaction import (compaction_order, restoring_order,
+                                                take_positions)
 from keras_elmo.layers.word_embedding import WordEmbedding
 from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 
@@ -113,21 +115,33 @@ class BiLM(keras.Model):
         char_ids = keras.Input(shape=(None, options.max_characters_per_token),
                                dtype="int32", name="char_ids")
         inputs = char_ids
+        mask = token_mask(char_ids)  # (batch, T), at the input's positions
+        # A position with no token between real ones (an empty string token) is read as if
+        # it were not there: each row's real tokens go first, the outputs go back after.
+        order = compaction_order(mask)  # (batch, T)
+        compact_chars = take_positions(char_ids, order, axis=1)  # (batch, T, chars)
+        compact_mask = token_mask(compact_chars)  # (batch, T), real tokens first
         # The `<S>` and `</S>` tokens ride along at positions T, T + 1 of every row: one
         # token-encoder call encodes them too (a distinct token is encoded once).
-        tokens = token_embedder(with_boundary_tokens(char_ids, options.boundary_char_ids))
+        tokens = token_embedder(with_boundary_tokens(compact_chars, options.boundary_char_ids))
         if word_embedder is not None:
             word_ids = keras.Input(shape=(None,), dtype="int32", name="word_ids")
             inputs = {"char_ids": char_ids, "word_ids": word_ids}
             # No word where the char row says "no token": both frames end at one place.
-            words = ops.where(token_mask(char_ids), word_ids, 0)  # (batch, T)
+            words = ops.where(compact_mask, take_positions(word_ids, order, axis=1),
+                              0)  # (batch, T)
             tokens = tokens + word_embedder(
                 with_boundary_tokens(words, options.boundary_word_ids))  # (batch, T + 2, P)
         layers = contextual_layers(
             (add_boundaries, contextual_encoder, remove_boundaries), tokens[:, :-2],
-            token_mask(char_ids), tokens[:, -2:])  # (batch, L + 1, T, 2P)
-        super().__init__(inputs=inputs, outputs={"layers": layers,
-                                                 "mask": token_mask(char_ids)}, **kwargs)
+            compact_mask, tokens[:, -2:])  # (batch, L + 1, T, 2P), compacted
+        layers = take_positions(layers, restoring_order(order), axis=2)  # input's positions
+        # `trainable` is applied once the layers are tracked: Keras' functional model sets a
+        # `trainable` argument before it tracks its layers (they would stay trainable), and
+        # on the TensorFlow backend a later assignment of the value already held is skipped.
+        trainable = kwargs.pop("trainable", True)
+        super().__init__(inputs=inputs, outputs={"layers": layers, "mask": mask}, **kwargs)
+        self.trainable = trainable
 
         # === Config ===
         self.options = options
@@ -152,12 +166,21 @@ class BiLM(keras.Model):
         """A `BiLM` with the weights of a published-layout `weights.hdf5`.
 
         Args:
-            options_file: path to options.json (or a dict / `BiLMOptions`).
-            weight_file: path to weights.hdf5 in the bilm-tf / AllenNLP layout.
+            options_file: path or http(s) URL of options.json (or a dict / `BiLMOptions`).
+            weight_file: path or http(s) URL of weights.hdf5 in the bilm-tf / AllenNLP
+                layout. Two URLs (AllenNLP's habit) are downloaded into the cache once and
+                checked at every later use, as `keras_elmo.load_bilm` does.
             **kwargs: passed to the constructor (`stateful`, `name`, ...).
+
+        Example:
+        >>> bilm = BiLM.from_weights(options_url, weights_url)  # doctest: +SKIP
         """
         from keras_elmo.formats import weight_file as weight_format
+        from keras_elmo.pretrained.resolve import is_url, resolve_model
 
+        if is_url(options_file) or is_url(weight_file):
+            local = resolve_model(options_file=options_file, weight_file=weight_file)
+            options_file, weight_file = local.options_file, local.weight_file
         bilm = cls(options_file, zero_init=True, **kwargs)  # no draws the file overwrites
         weight_format.load_bilm_weights(bilm, weight_file)
         return bilm

@@ -57,6 +57,10 @@ class ElmoLayer(keras.layers.Layer):
         `{"elmo": <that>, "layers": (batch, L + 1, num_tokens, 2 * projection_dim)}`.
         Padded positions are zero.
 
+    An empty string token is no token wherever it stands (`"a  b".split(" ")` makes one):
+    its output is zero and its mask False, and the other tokens get the vectors of the
+    sentence without it.
+
     Example:
     >>> elmo = ElmoLayer.from_weights("options.json", "weights.hdf5")  # doctest: +SKIP
     >>> tokens = keras.Input(shape=(None,), dtype="string")
@@ -110,7 +114,8 @@ class ElmoLayer(keras.layers.Layer):
 
     @classmethod
     def from_weights(cls, options_file, weight_file, **kwargs):
-        """An `ElmoLayer` over a published-layout biLM (`options.json`, `weights.hdf5`).
+        """An `ElmoLayer` over a published-layout biLM (`options.json`, `weights.hdf5`: two
+        paths, or two http(s) URLs fetched into the cache as `BiLM.from_weights` does).
 
         `**kwargs` are the constructor's (`stateful` reaches the biLM, `dtype` too).
         """
@@ -190,7 +195,8 @@ class ElmoLayer(keras.layers.Layer):
         if isinstance(inputs, dict):  # a word model's ids: (batch, T, chars) -> (batch, T)
             mask = token_mask(inputs["char_ids"])
         elif isinstance(inputs, tf.RaggedTensor):
-            mask = tf.sequence_mask(inputs.row_lengths())  # (batch, T)
+            # (batch, (n)) -> (batch, T); "" is no token
+            mask = tf.not_equal(inputs, "").to_tensor(default_value=False)
         else:
             if not isinstance(inputs, keras.KerasTensor):
                 inputs = tf.convert_to_tensor(inputs)

@@ -4,7 +4,9 @@ A token is its UTF-8 bytes (invalid code points dropped), cut to `max_characters
 bytes, framed by begin-of-word / end-of-word and padded:
 `[258, b1, ..., bn, 259, 260, ...]`; the literal tokens `<S>` and `</S>` get the sentence
 boundary ids 256 / 257 instead of their bytes. Every id is then shifted by +1 so that an
-all-zero row means "no token here" (docs/model.md section 1).
+all-zero row means "no token here" (docs/model.md section 1). In a sentence, an empty
+string token is no token: its row is all zeros wherever it stands, and the biLM reads the
+sentence as if it were not there (`keras_elmo.layers.token_compaction`).
 
 The two implementations give identical ids; the graph one uses core TensorFlow string ops
 only, so a SavedModel that contains it loads without tensorflow-text.
@@ -56,7 +58,8 @@ def token_bytes(token):
 def token_to_char_ids(token, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
     """Char ids of one token, shifted by +1: a list of `max_characters_per_token` ints.
 
-    The empty token `""` is a real (empty) word: `[BOW, EOW, PAD, ...]` shifted.
+    The empty token `""` encodes as `[BOW, EOW, PAD, ...]` shifted; in a sentence
+    (`batch_to_ids`, the graph converters) it is no token and gets an all-zero row.
 
     Example:
     >>> ids = token_to_char_ids("ab")  # BOW, a, b, EOW, then padding; every id + 1
@@ -86,10 +89,13 @@ def batch_to_ids(sentences, max_characters_per_token=constants.MAX_CHARACTERS_PE
 
     Returns:
         int32 array `(batch, max_len, max_characters_per_token)`; rows past a sentence's
-        end are all zero. `max_len` is the longest sentence (0 for a batch of empty ones).
+        end, and the rows of empty string tokens (no token), are all zero. `max_len` is the
+        longest sentence (0 for a batch of empty ones).
 
     Example:
     >>> batch_to_ids([["a", "b", "c"], []])[1].sum()
+    0
+    >>> batch_to_ids([["a", "", "b"]])[0, 1].sum()  # "a  b".split(" "): no token there
     0
     """
     length = _check_max_characters(max_characters_per_token)
@@ -105,6 +111,8 @@ def batch_to_ids(sentences, max_characters_per_token=constants.MAX_CHARACTERS_PE
     ids = np.zeros((len(sentences), max_len, length), dtype=np.int32)
     for i, sentence in enumerate(sentences):
         for k, token in enumerate(sentence):
+            if token == "" or token == b"":  # no token: the row stays zero
+                continue
             ids[i, k] = (_cached_char_ids(token, length) if isinstance(token, str)
                          else token_to_char_ids(token, length))
     return ids
@@ -123,7 +131,8 @@ def tf_token_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_
     """In-graph char ids of string tokens: `(...)` tf.string -> `(..., max_chars)` int32.
 
     Core TensorFlow ops only. Works on dense tensors of any rank and on `tf.RaggedTensor`
-    (ragged dims are kept). `""` is a real empty word here; see `tf_padded_char_ids`.
+    (ragged dims are kept). `""` gets its `[BOW, EOW]` row here; the sentence converters
+    (`tf_padded_char_ids`, `tf_ragged_char_ids`) make it no token.
     """
     length = _check_max_characters(max_characters_per_token)
     if isinstance(tokens, tf.RaggedTensor):
@@ -176,7 +185,11 @@ def tf_padded_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS
 def tf_ragged_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
     """Ragged tokens `(batch, (n_tokens))` -> dense int32 `(batch, max_len, max_chars)`.
 
-    Every ragged value is a real token (even `""`); rows are padded with zeros.
+    Every ragged value is a token but `""`, which is no token (an all-zero row at its
+    position); rows are padded with zeros.
     """
     ids = tf_token_char_ids(tokens, max_characters_per_token)  # (batch, (n), length)
+    is_token = tf.not_equal(tokens, "")[..., tf.newaxis]  # (batch, (n), 1)
+    ids = tf.ragged.map_flat_values(lambda i, t: tf.where(t, i, tf.zeros_like(i)), ids,
+                                    is_token)
     return ids.to_tensor(default_value=0)

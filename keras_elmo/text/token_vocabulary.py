@@ -176,7 +176,7 @@ def vocabulary_batch_to_ids(vocabulary, sentences):
     Returns:
         dict: `"char_ids"` int32 `(batch, max_len, max_characters_per_token)` and, when the
         vocabulary has words, `"word_ids"` int32 `(batch, max_len)`; positions past a
-        sentence's end are 0 in both. What `BiLM` takes (`{"char_ids": ...}` alone for a
+        sentence's end, and those of empty string tokens (no token), are 0 in both. What `BiLM` takes (`{"char_ids": ...}` alone for a
         model without words).
 
     Example:
@@ -200,6 +200,8 @@ def vocabulary_batch_to_ids(vocabulary, sentences):
     rows = {}  # token -> (char row, word id): text repeats its tokens
     for i, sentence in enumerate(sentences):
         for k, token in enumerate(sentence):
+            if token == "" or token == b"":  # no token: zeros
+                continue
             if token not in rows:
                 rows[token] = (token_char_ids(vocabulary, _text(token)),
                                token_word_id(vocabulary, _text(token))

@@ -39,8 +39,8 @@ class VocabularyLookup:
                            if vocabulary.has_words else None)
 
     def token_ids(self, tokens):
-        """Ids of tf.string tokens of any shape `(...)`, every one a real token (`""` an
-        empty word).
+        """Ids of tf.string tokens of any shape `(...)`, each encoded on its own (`""` as
+        an empty word; the sentence converters below make it no token).
 
         Returns:
             dict: `"char_ids"` int32 `(..., max_characters_per_token)`, and with words
@@ -89,15 +89,17 @@ class VocabularyLookup:
         return _zero_where_not(ids, real)
 
     def ragged_ids(self, tokens):
-        """Ids of ragged tokens `(batch, (n))`, every value a real token, as dense tensors
-        `(batch, max_len, ...)` with zeros past each row's end."""
-        ids = self.token_ids(tokens.flat_values)
+        """Ids of ragged tokens `(batch, (n))`, every value a token but `""` (no token,
+        zeros), as dense tensors `(batch, max_len, ...)` with zeros past each row's end."""
+        flat = tokens.flat_values
+        ids = _zero_where_not(self.token_ids(flat), tf.not_equal(flat, ""))
         return {key: tokens.with_flat_values(value).to_tensor(default_value=0)
                 for key, value in ids.items()}
 
     def masked_ids(self, tokens, real):
         """`token_ids` of `(batch, max_len)` tokens with zeros where `real` (bool, same
-        shape) is False."""
+        shape) is False, and where a token is `""` (no token)."""
+        real = tf.logical_and(real, tf.not_equal(tf.convert_to_tensor(tokens), ""))
         return _zero_where_not(self.token_ids(tokens), real)
 
 
