@@ -2,10 +2,12 @@
 
 `keras-elmo models` lists every model of the catalog (`keras_elmo/pretrained/catalog.json`,
 and `KERAS_ELMO_CATALOG`'s): name, language, sizes, download size and whether it is in the
-cache. `keras-elmo models download NAME...` fetches models into the cache now (a name of
-the list, or the URL of a model archive), so that later commands, or a machine without a
-network sharing the cache folder, find them there. Any command that reads a model takes the
-name too and fetches it on first use. docs/pretrained.md: the cache, offline use, mirrors.
+cache; then the models cached under no catalog name (from URLs: `url-<hash>` folders), each
+with its size and the URLs it came from. `keras-elmo models download NAME...` fetches models
+into the cache now (a name of the list, or the URL of a model archive), so that later
+commands, or a machine without a network sharing the cache folder, find them there. Any
+command that reads a model takes the name too and fetches it on first use.
+docs/pretrained.md: the cache, offline use, mirrors.
 
 Example:
     keras-elmo models
@@ -61,7 +63,8 @@ def run_list(args):
     """Prints the catalog (one line per model) and the cache folder; returns 0."""
     from keras_elmo.pretrained import settings
     from keras_elmo.pretrained.catalog import load_catalog
-    from keras_elmo.pretrained.model_cache import cached_model_dir, cached_size, read_manifest
+    from keras_elmo.pretrained.model_cache import (cached_keys, cached_model_dir, cached_size,
+                                                   read_manifest, source_urls)
     from keras_elmo.process.storage_errors import format_bytes
 
     catalog = load_catalog()
@@ -94,13 +97,26 @@ def run_list(args):
                      f"{entry.parameters_millions:g}M" if entry.parameters_millions else "?",
                      size,
                      format_bytes(cached_size(root, entry.name)) if cached else "no"))
+    _print_table(rows)
+    others = [] if args.language else [key for key in cached_keys(root) if key not in catalog]
+    more = f"; {len(others)} more cached from URLs (below)" if others else ""
+    print(f"\n{len(entries)} models, {cached_count} cached in {root}{more}; '?': no public "
+          "source states it (a download's size is recorded when it is fetched). Use a name "
+          "wherever a model goes; `keras-elmo models download NAME` fetches it now.")
+    if others:
+        print("\ncached from URLs (give the same URLs again, or the folder, to use one):")
+        _print_table([(key, format_bytes(cached_size(root, key)),
+                       " ".join(source_urls(read_manifest(os.path.join(root, key)))))
+                      for key in others], indent="  ")
+    return 0
+
+
+def _print_table(rows, indent=""):
+    """`rows` (tuples) in columns, each as wide as its widest value."""
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(str(value).ljust(width) for value, width in zip(row, widths)).rstrip())
-    print(f"\n{len(entries)} models, {cached_count} cached in {root}; '?': no public source "
-          "states it (a download's size is recorded when it is fetched). Use a name wherever "
-          "a model goes; `keras-elmo models download NAME` fetches it now.")
-    return 0
+        print(indent + "  ".join(str(value).ljust(width)
+                                 for value, width in zip(row, widths)).rstrip())
 
 
 def run_download(args):

@@ -6,7 +6,11 @@ the path of each of its URLs (what `KERAS_ELMO_MIRROR=http://127.0.0.1:PORT` tur
 into): a tiny random published model (`BiLMOptions.tiny()`) for an options/weights pair, and
 for an archive the ELMoForManyLangs fixture `tests/fixtures/efml/tiny_zip` packed as the
 archive's name says (zip with the files at its top, as the NLPL repository's; tar.* with
-one `NAME.model/` folder, as HIT-SCIR's). `MirrorServer(directory)` serves that folder:
+one `NAME.model/` folder, as HIT-SCIR's). The stand-ins are not the catalog's models, whose
+sizes the download checks against the entry's, so `write_mirror` also writes the stand-ins'
+catalog (`STAND_IN_CATALOG`): the entries named, each stating its stand-in's sizes. A
+`MirrorServer(directory)` serves that folder and, while it runs, points `KERAS_ELMO_CATALOG`
+at the folder's stand-ins' catalog (when it has one):
 
     with MirrorServer(tmp_path / "mirror") as server:
         os.environ["KERAS_ELMO_MIRROR"] = server.url
@@ -24,6 +28,7 @@ import functools
 import hashlib
 import http.server
 import io
+import json
 import os
 import tarfile
 import threading
@@ -32,25 +37,29 @@ import urllib.parse
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CATALOG_VARIABLE = "KERAS_ELMO_CATALOG"
 EFML_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "efml", "tiny_zip")
 #: Where the mirror holds `elmo-small`'s weights and options (its catalog URLs' paths).
 SMALL_WEIGHTS = ("/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
                  "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5")
 SMALL_OPTIONS = SMALL_WEIGHTS.replace("_weights.hdf5", "_options.json")
+#: The stand-ins' catalog, in the mirror's folder (a name no catalog URL's path has).
+STAND_IN_CATALOG = ".catalog.json"
 #: The EFML fixture files an archive holds (the others are the fixture's test data).
 EFML_FILES = ("char.dic", "cnn_50_100_512_4096_sample.json", "config.json", "encoder.pkl",
               "token_embedder.pkl", "word.dic")
 
 
-def tiny_published_model(directory, seed=7):
+def tiny_published_model(directory, seed=7, options=None):
     """Writes a tiny random published model (options.json, weights.hdf5) into `directory`
-    (Keras and TensorFlow load in this process)."""
+    (Keras and TensorFlow load in this process); `options` default `BiLMOptions.tiny()`."""
     import keras
 
     import keras_elmo
 
     keras.utils.set_random_seed(seed)
-    keras_elmo.save_published(keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny()), directory)
+    options = options or keras_elmo.BiLMOptions.tiny()
+    keras_elmo.save_published(keras_elmo.BiLM(options), directory)
     return os.path.join(directory, "options.json"), os.path.join(directory, "weights.hdf5")
 
 
@@ -111,7 +120,32 @@ def write_mirror(directory, names, catalog=None):
                 with open(path, "wb") as handle:
                     handle.write(data)
             written[name][file.role] = next(iter(content.values()))
+    _write_stand_in_catalog(directory, [catalog.get(name) for name in names], model)
     return written
+
+
+def _write_stand_in_catalog(directory, entries, model):
+    """Adds `entries` to the stand-ins' catalog in `directory`, each stating the sizes of
+    its stand-in (`model` for an options/weights pair, the EFML fixture for an archive)."""
+    from keras_elmo.pretrained.model_check import check_model_dir
+
+    facts = {"options+weights": check_model_dir(model, "the stand-in"),
+             "archive": check_model_dir(EFML_FIXTURE, "the stand-in")}
+    path = os.path.join(directory, STAND_IN_CATALOG)
+    models = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            models = json.load(handle)["models"]
+    for entry in entries:
+        fields = {key: getattr(entry, key) for key in (
+            "title", "format", "language_name", "main", "training_data", "licence",
+            "source_page", "note")}
+        files = [{"role": f.role, "urls": list(f.urls), "size": f.size, "sha256": f.sha256,
+                  "optional": f.optional} for f in entry.files]
+        models[entry.name] = {"language": entry.language, "layout": entry.layout,
+                              **fields, **facts[entry.layout], "files": files}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"models": models}, handle, indent=1, ensure_ascii=False)
 
 
 class MirrorServer:
@@ -127,6 +161,8 @@ class MirrorServer:
 
     def __init__(self, directory):
         self.directory = os.fspath(directory)
+        self._catalog = os.path.join(self.directory, STAND_IN_CATALOG)
+        self._catalog_before = None
         self.requests = []
         self.faults = {}
         self._cut_done = set()
@@ -137,12 +173,21 @@ class MirrorServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self):
+        if os.path.isfile(self._catalog):  # the stand-ins' sizes (module docstring)
+            self._catalog_before = (os.environ.get(_CATALOG_VARIABLE),)
+            os.environ[_CATALOG_VARIABLE] = self._catalog
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._server.shutdown()
         self._server.server_close()
+        if self._catalog_before is not None:
+            before, = self._catalog_before
+            if before is None:
+                os.environ.pop(_CATALOG_VARIABLE, None)
+            else:
+                os.environ[_CATALOG_VARIABLE] = before
 
     def paths(self):
         """The paths requested, in order."""

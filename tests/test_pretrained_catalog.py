@@ -42,22 +42,58 @@ def test_the_catalog_lists_the_published_models(catalog):
     assert catalog.get("efml-zhs").files[0].urls[0].endswith("zhs.model.tar.bz2")
 
 
+def _unsourced(entry, references):
+    """What `entry` states without citing a source among `references` (empty: all cited).
+
+    A fact of the entry cites its group in the entry's `sources`; a file's stated size or
+    sha256 cites it in the file's own `sources` (`{"size": [KEY], "sha256": [KEY]}`)."""
+    problems = []
+    cited = {key for keys in entry.sources.values() for key in keys}
+    cited |= {key for file in entry.files for keys in file.sources.values() for key in keys}
+    problems += [f"{entry.name} cites the unknown reference {key!r}"
+                 for key in sorted(cited - set(references))]
+    if not entry.sources.get("urls"):
+        problems.append(f"{entry.name}: its urls cite no source")
+    for field, group in FACT_GROUPS.items():
+        if getattr(entry, field) is not None and not entry.sources.get(group):
+            problems.append(f"{entry.name}.{field} cites no source (sources[{group!r}])")
+    for file in entry.files:
+        for field in ("size", "sha256"):
+            if getattr(file, field) is not None and not file.sources.get(field):
+                problems.append(f"{entry.name} {file.role}.{field} cites no source")
+    return problems
+
+
 def test_every_fact_cites_a_source_and_nothing_is_made_up(catalog):
     with open(CATALOG_FILE, encoding="utf-8") as handle:
         references = json.load(handle)["references"]
     for entry in catalog:
-        cited = {key for keys in entry.sources.values() for key in keys}
-        assert cited <= set(references), (entry.name, cited - set(references))
-        assert entry.sources.get("urls"), entry.name
-        for field, group in FACT_GROUPS.items():
-            if getattr(entry, field) is not None:
-                assert entry.sources.get(group), (entry.name, field)
+        assert _unsourced(entry, references) == []
         for file in entry.files:
-            # no public source states a size or checksum: they are recorded at download
-            assert file.size is None and file.sha256 is None, (entry.name, file.role)
             assert all(url.startswith(("http://", "https://")) for url in file.urls)
         if entry.output_dim is not None and entry.projection_dim is not None:
             assert entry.output_dim == 2 * entry.projection_dim, entry.name
+
+
+def test_a_stated_sha256_or_size_needs_a_source_of_its_own(tmp_path):
+    """A checksum a public source states may enter the catalog, citing that source; one
+    that cites none is made up."""
+    weights = {"role": "weights", "urls": ["https://a.example/w.hdf5"], "size": 12,
+               "sha256": "ab" * 32, "sources": {"sha256": ["ours"], "size": ["ours"]}}
+    entry = {"language": "en", "layout": "options+weights", "sources": {"urls": ["ours"]},
+             "files": [{"role": "options", "urls": ["https://a.example/o.json"]}, weights]}
+    path = tmp_path / "mine.json"
+    references = {"ours": "our release notes"}
+    path.write_text(json.dumps({"references": references, "models": {"x": entry}}),
+                    encoding="utf-8")
+    catalog = load_catalog(user_file=str(path))
+    assert _unsourced(catalog.get("x"), catalog.references) == []
+    del weights["sources"]["sha256"]
+    path.write_text(json.dumps({"references": references, "models": {"x": entry}}),
+                    encoding="utf-8")
+    catalog = load_catalog(user_file=str(path))
+    assert _unsourced(catalog.get("x"), catalog.references) == [
+        "x weights.sha256 cites no source"]
 
 
 def test_the_documents_tables_are_the_catalogs():
@@ -118,6 +154,18 @@ def test_a_user_catalog_adds_and_replaces_entries(tmp_path, monkeypatch):
     ({"language": "en", "layout": "archive", "colour": "red", "files": []},
      "models['x'] has unknown field(s) ['colour']"),
     ({"layout": "archive", "files": []}, "models['x'].language is None; expected a language code"),
+    ({"language": "en", "layout": "archive", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"]},
+        {"role": "readme", "urls": ["https://a/README"]}]},
+     "then each of ['vocabulary'] at most once; received ['archive', 'readme']."),
+    ({"language": "en", "layout": "archive", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"], "optional": True}]},
+     "models['x'].files[0].optional is True; expected true or false, and false for the "
+     "'archive' layout's own files."),
+    ({"language": "en", "layout": "archive", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"], "sources": {"urls": ["a"]}}]},
+     "models['x'].files[0].sources is {'urls': ['a']}; expected an object of lists of "
+     "reference keys under ['size', 'sha256']."),
     ({"family": "nope", "language": "en"}, "models['x'].family is 'nope'; expected one of"),
 ])
 def test_a_user_catalog_that_breaks_the_schema_is_one_line(tmp_path, monkeypatch, entry,

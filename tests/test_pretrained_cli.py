@@ -42,8 +42,10 @@ def _cached(tmp_path):
     return sorted(n for n in os.listdir(root) if not n.startswith(".")) if root.exists() else []
 
 
-def test_models_lists_the_catalog_and_what_is_cached(served, tmp_path, capsys):
+def test_models_lists_the_catalog_and_what_is_cached(served, tmp_path, capsys, monkeypatch):
+    stand_ins = os.environ.pop("KERAS_ELMO_CATALOG")  # the package's catalog, listed
     code, out, err = _run(capsys, "models")
+    monkeypatch.setenv("KERAS_ELMO_CATALOG", stand_ins)  # the stand-ins' sizes, downloaded
     lines = out.splitlines()
     assert code == 0 and err == []
     assert lines[0].split() == ["NAME", "LANGUAGE", "LSTM/PROJ", "OUTPUT", "PARAMS", "SIZE",

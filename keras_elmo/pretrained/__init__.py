@@ -9,9 +9,10 @@
     fetch.py               a model into the cache once: lock, download, unpack, check
     http_download.py       one file over HTTP: resumed, retried, next mirror, checked
     download_progress.py   its progress line (a terminal) or two lines (a log)
-    download_lock.py       one process downloads a model, the others wait
+    download_lock.py       one process downloads a model, the others wait; no lock file stays
     archives.py            zip / tar unpacked, refusing what would write elsewhere
-    model_check.py         what was downloaded read as loading will, before it is kept
+    model_check.py         what was downloaded read as loading will, and held against the
+                           sizes its catalog entry states, before it is kept
     model_cache.py         one folder per model, its manifest, the checks at every use
     catalog_table.py       the catalog as Markdown tables (README.md, docs/pretrained.md)
 

@@ -2,10 +2,11 @@
 
 `catalog.json` beside this module lists each model under a short stable name (`elmo-small`,
 `efml-zhs`, ...) with its language, sizes, training data, licence, source page, files (each
-with its URLs, primary first, and its size and sha256 where a public source gives them) and
-the references every fact comes from (its `sources`). An entry takes the fields of its
-`family` (`families`), overlaid with its own. `KERAS_ELMO_CATALOG=FILE` names a catalog of
-the same schema whose entries add to or replace the package's, name by name.
+with its URLs, primary first, and its size and sha256 where a public source gives them;
+then, optionally, a vocabulary that lands beside the model) and the references every fact
+comes from (its `sources`; a file's stated size or sha256 cites its own). An entry takes the
+fields of its `family` (`families`), overlaid with its own. `KERAS_ELMO_CATALOG=FILE` names
+a catalog of the same schema whose entries add to or replace the package's, name by name.
 
 Every field is checked where the file is read (`catalog_schema`); a wrong one is one
 `CatalogError` line naming the file, the entry, the field, what was received and what was

@@ -21,16 +21,22 @@ class ModelFile:
     """One file of a catalog model.
 
     Attributes:
-        role: `"options"`, `"weights"` (layout options+weights) or `"archive"`.
+        role: `"options"`, `"weights"` (layout options+weights) or `"archive"`; or an
+            extra file beside the model (`"vocabulary"`: its vocab.txt).
         urls: tuple of http(s) URLs of the same file, the primary first.
         size: int bytes, or None when no source gives it.
         sha256: str, 64 lowercase hex digits, or None when no source gives it.
+        optional: bool, the model is whole without it (an extra file missing upstream is
+            skipped, not an error).
+        sources: dict, `"size"` / `"sha256"` -> reference keys of the source stating it.
     """
 
     role: str
     urls: tuple
     size: int = None
     sha256: str = None
+    optional: bool = False
+    sources: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def file_name(self):
@@ -47,7 +53,8 @@ class CatalogEntry:
         language: BCP 47 code (`en`, `zh-Hans`); language_name: in English.
         layout: `"options+weights"` (two files) or `"archive"` (a zip or tar holding a
             model directory: ELMoForManyLangs' files, or options.json + weights.hdf5).
-        files: tuple of `ModelFile`, in the order of `ROLES[layout]`.
+        files: tuple of `ModelFile`, in the order of `ROLES[layout]`, then the extra files
+            (`EXTRA_ROLES`: the vocabulary) that land in the model directory.
         lstm_dim, projection_dim, output_dim, highway_layers: ints; parameters_millions.
         title, format, language_name, training_data, licence, source_page, note: str.
         main: bool, listed in the README's short table.

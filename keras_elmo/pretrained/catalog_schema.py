@@ -29,13 +29,18 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 LAYOUTS = ("options+weights", "archive")
 #: The roles of a layout's files, in the order they are fetched.
 ROLES = {"options+weights": ("options", "weights"), "archive": ("archive",)}
+#: Files an entry may list after its layout's, each once, landing in the model directory
+#: (`"vocabulary"`: vocab.txt, the token cache of `embed` and the words of `--init-from`).
+EXTRA_ROLES = ("vocabulary",)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _INT_FIELDS = ("lstm_dim", "projection_dim", "output_dim", "highway_layers")
 _TEXT_FIELDS = ("title", "format", "language_name", "training_data", "licence",
                 "source_page", "note")
 _ENTRY_FIELDS = {"family", "language", "layout", "main", "parameters_millions", "files",
                  "sources", *_INT_FIELDS, *_TEXT_FIELDS}
-_FILE_FIELDS = {"role", "urls", "size", "sha256"}
+_FILE_FIELDS = {"role", "urls", "size", "sha256", "optional", "sources"}
+#: The facts of a file that its `sources` may cite.
+_FILE_FACTS = ("size", "sha256")
 
 
 class CatalogError(ValueError):
@@ -137,12 +142,15 @@ def parse_entry(name, fields, families=None, where="the catalog"):
 
 def _files(files, layout, at):
     roles = ROLES[layout]
-    if not isinstance(files, list) or [f.get("role") if isinstance(f, dict) else f
-                                       for f in files] != list(roles):
-        received = [f.get("role") if isinstance(f, dict) else f for f in files] \
-            if isinstance(files, list) else files
+    received = [f.get("role") if isinstance(f, dict) else f for f in files] \
+        if isinstance(files, list) else files
+    extras = received[len(roles):] if isinstance(files, list) else []
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files) or (
+            received[:len(roles)] != list(roles)) or not set(extras) <= set(EXTRA_ROLES) or (
+            len(set(extras)) != len(extras)):
         raise CatalogError(f"{at}.files must list the roles {list(roles)} in that order for "
-                           f"layout {layout!r}; received {received!r:.80}.")
+                           f"layout {layout!r}, then each of {list(EXTRA_ROLES)} at most once; "
+                           f"received {received!r:.80}.")
     parsed = []
     for index, file in enumerate(files):
         where = f"{at}.files[{index}]"
@@ -154,7 +162,7 @@ def _files(files, layout, at):
         if not isinstance(urls, list) or not urls or not all(_is_http_url(u) for u in urls):
             raise CatalogError(f"{where}.urls is {urls!r:.100}; expected a non-empty list of "
                                "http(s) URLs, the primary first.")
-        if layout == "archive":
+        if file["role"] == "archive":
             for url in urls:
                 if archive_kind(urllib.parse.urlsplit(url).path) is None:
                     raise CatalogError(f"{where}.urls has {url!r}; expected an archive named "
@@ -168,8 +176,18 @@ def _files(files, layout, at):
                                        and _SHA256.fullmatch(sha256.lower())):
             raise CatalogError(f"{where}.sha256 is {sha256!r:.80}; expected 64 hex digits or "
                                "null.")
+        optional = file.get("optional", False)
+        if not isinstance(optional, bool) or (optional and file["role"] in roles):
+            raise CatalogError(f"{where}.optional is {optional!r}; expected true or false, and "
+                               f"false for the {layout!r} layout's own files.")
+        sources = file.get("sources", {})
+        if not isinstance(sources, dict) or not all(
+                key in _FILE_FACTS and isinstance(keys, list)
+                and all(isinstance(k, str) for k in keys) for key, keys in sources.items()):
+            raise CatalogError(f"{where}.sources is {sources!r:.80}; expected an object of "
+                               f"lists of reference keys under {list(_FILE_FACTS)}.")
         parsed.append(ModelFile(file["role"], tuple(urls), size,
-                                sha256.lower() if sha256 else None))
+                                sha256.lower() if sha256 else None, optional, dict(sources)))
     return tuple(parsed)
 
 

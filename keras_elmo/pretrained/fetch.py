@@ -7,13 +7,17 @@ mirror's copy first, then the URL as given. The cache folder of a URL depends on
 only, not on the mirror.
 `fetch(plan)` returns the local model directory:
 
-1. cached (its manifest there): every file checked against the manifest, no network;
+1. cached (its manifest there): every file checked against the manifest, and what the
+   model's files state (sizes, parameters) against what the catalog entry states, no
+   network; a cached copy of another model is removed, in one line;
 2. offline (`KERAS_ELMO_OFFLINE=1`): one line saying what is missing;
 3. else, under the model's download lock (a second process waits, then finds it cached):
    each file downloaded (`http_download.download`: resumed, retried, next mirror, size and
    sha256 checked where stated) into `CACHE/.partial/KEY/`, moved (options.json,
    weights.hdf5) or unpacked (`archives.unpack_archive`) into a staging folder; the model
-   found in it and checked as loading will read it (`model_check`); the manifest written;
+   found in it and checked as loading will read it, and against the sizes its catalog entry
+   states (`model_check`); the entry's extra files (vocab.txt) moved beside it, an optional
+   one skipped when missing upstream; the manifest written;
    the staging folder renamed into place (`atomic_directory`). Any failure removes the
    staging folder, so the cache holds the model complete or not at all; only an
    interrupted download's `.part` file stays, to be resumed.
@@ -30,20 +34,24 @@ import hashlib
 import os
 import urllib.parse
 
-from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
+from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.process.atomic_file import atomic_directory, remove_quietly
 from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.pretrained import settings
 from keras_elmo.pretrained.archives import archive_kind, unpack_archive
 from keras_elmo.pretrained.catalog import CatalogEntry, ModelFile, mirrored_url
+from keras_elmo.pretrained.catalog_schema import EXTRA_ROLES
 from keras_elmo.pretrained.download_lock import download_lock
 from keras_elmo.pretrained.http_download import download
-from keras_elmo.pretrained.model_cache import (PARTIAL_DIR, cached_model_dir, verify_cached,
-                                               write_manifest)
-from keras_elmo.pretrained.model_check import check_model_dir, find_model_dir
+from keras_elmo.pretrained.model_cache import (PARTIAL_DIR, cached_model_dir, read_manifest,
+                                               verify_cached, write_manifest)
+from keras_elmo.pretrained.model_check import (STATED_FACTS, ModelMismatchError,
+                                               check_model_dir, check_stated_facts,
+                                               find_model_dir)
 
-#: Where each file of an options/weights pair goes in the model directory.
-_FILE_NAMES = {"options": OPTIONS_FILE, "weights": WEIGHTS_FILE}
+#: Where each file of an options/weights pair, and each extra file, goes in the model
+#: directory.
+_FILE_NAMES = {"options": OPTIONS_FILE, "weights": WEIGHTS_FILE, "vocabulary": VOCAB_FILE}
 
 
 class OfflineError(ValueError):
@@ -62,6 +70,9 @@ class FetchPlan:
         download: the argument of `keras-elmo models download` that refetches it (None for
             an options/weights pair of URLs: the command that named them fetches them).
         user_given: the URLs are the user's own (a 404 or an HTML answer is their mistake).
+        stated: dict, what the catalog entry states of the model (`STATED_FACTS` -> value),
+            which its files must state too; empty for URLs.
+        source_urls: tuple, the URLs as the user gave them (the manifest keeps them).
     """
 
     key: str
@@ -70,6 +81,8 @@ class FetchPlan:
     files: tuple
     download: str
     user_given: bool = False
+    stated: dict = dataclasses.field(default_factory=dict, compare=False)
+    source_urls: tuple = ()
 
 
 def plan_for_entry(entry, mirror=None):
@@ -84,7 +97,10 @@ def plan_for_entry(entry, mirror=None):
     if not isinstance(entry, CatalogEntry):
         raise ValueError(f"Expected a CatalogEntry. Received: {type(entry).__name__}")
     entry = entry.with_mirror(mirror)
-    return FetchPlan(entry.name, entry.name, entry.layout, entry.files, entry.name)
+    stated = {key: getattr(entry, key) for key in STATED_FACTS
+              if getattr(entry, key) is not None}
+    return FetchPlan(entry.name, entry.name, entry.layout, entry.files, entry.name,
+                     stated=stated)
 
 
 def plan_for_archive_url(url, mirror=None):
@@ -97,12 +113,14 @@ def plan_for_archive_url(url, mirror=None):
     path = urllib.parse.urlsplit(url).path
     if archive_kind(path) is None:
         raise ValueError(f"the model URL {url} names no archive; expected a *.zip, *.tar, "
-                         "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory (for "
-                         "the two published files give --options URL --weights URL).")
+                         "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory; for "
+                         "the two published files give both URLs: options_file=URL, "
+                         "weight_file=URL in Python (load_bilm, BiLM.from_weights), --options "
+                         "URL --weights URL on the command line.")
     name = os.path.basename(path)
     return FetchPlan(_url_key(url), name, "archive",
                      (ModelFile("archive", _through_mirror(url, mirror)),), url,
-                     user_given=True)
+                     user_given=True, source_urls=(url,))
 
 
 def plan_for_file_urls(options_url, weights_url, mirror=None):
@@ -112,7 +130,7 @@ def plan_for_file_urls(options_url, weights_url, mirror=None):
              ModelFile("weights", _through_mirror(weights_url, mirror)))
     name = os.path.basename(urllib.parse.urlsplit(weights_url).path) or "weights"
     return FetchPlan(_url_key(options_url, weights_url), name, "options+weights", files,
-                     None, user_given=True)
+                     None, user_given=True, source_urls=(options_url, weights_url))
 
 
 def _through_mirror(url, mirror):
@@ -153,9 +171,8 @@ def fetch(plan, root=None, force=False, progress=True, offline=None, timeout=Non
     offline = settings.is_offline() if offline is None else offline
     timeout = settings.timeout_seconds() if timeout is None else timeout
     if not force:
-        cached = cached_model_dir(root, plan.key, plan.files)
+        cached = _cached(root, plan)
         if cached is not None:
-            verify_cached(root, plan.key, plan.label)
             return cached
     if offline:
         variable = settings.offline_variable()
@@ -168,11 +185,49 @@ def fetch(plan, root=None, force=False, progress=True, offline=None, timeout=Non
             f"{variable}.")
     with download_lock(root, plan.key, announce=progress):
         if not force:  # another process may have fetched it while this one waited
-            cached = cached_model_dir(root, plan.key, plan.files)
+            cached = _cached(root, plan, locked=True)
             if cached is not None:
-                verify_cached(root, plan.key, plan.label)
                 return cached
         return _download(plan, root, progress, timeout)
+
+
+def _cached(root, plan, locked=False):
+    """The model directory of `plan` in the cache, its files checked against the manifest
+    and what they state against the catalog entry; None when it is not cached.
+
+    Raises:
+        CacheChangedError: a file changed since it was downloaded.
+        ModelMismatchError: another model than the entry states; the cached copy is removed
+            first (under the model's download lock, taken unless `locked`).
+    """
+    cached = cached_model_dir(root, plan.key, plan.files)
+    if cached is None:
+        return None
+    verify_cached(root, plan.key, plan.label)
+    if plan.stated:
+        facts = (read_manifest(os.path.join(root, plan.key)).get("facts")
+                 or check_model_dir(cached, plan.label))  # a manifest of an older version
+        try:
+            check_stated_facts(facts, plan.stated, f"the cached model {plan.label} ({cached})",
+                               "it was removed from the cache; run the same command again "
+                               "to download the catalog's model")
+        except ModelMismatchError:
+            with (contextlib.nullcontext() if locked else
+                  download_lock(root, plan.key, announce=False)):
+                _remove_folder(os.path.join(root, plan.key))
+            raise
+    return cached
+
+
+def _remove_folder(folder):
+    """Removes a cached model's folder: first out of its name in one rename, then its files."""
+    with storage_guard(folder, "the model cache", then=settings.CACHE_THEN):
+        if not os.path.isdir(folder):
+            return
+        retired = os.path.join(os.path.dirname(folder),
+                               f".{os.path.basename(folder)}.{os.getpid()}.removed")
+        os.replace(folder, retired)
+    remove_quietly(retired)
 
 
 def _download(plan, root, progress, timeout):
@@ -198,23 +253,47 @@ def _download_into(plan, folder, partial, progress, timeout):
     with atomic_directory(folder, replace=os.path.exists(folder),
                           what=f"the model {plan.label}") as staging:
         for file in plan.files:
-            part = os.path.join(partial, f"{file.role}.part")
-            what = file.file_name if plan.user_given else f"{plan.label} {file.file_name}"
-            result = download(file.urls, part, what,
-                              size=file.size, sha256=file.sha256, timeout=timeout,
-                              progress=progress, user_given=plan.user_given)
-            downloads.append({"role": file.role, "url": result.url, "size": result.size,
-                              "sha256": result.sha256})
+            if file.role in EXTRA_ROLES:
+                continue  # beside the model, once it is found and checked
+            part = _fetch_file(plan, file, partial, progress, timeout, downloads)
             if file.role == "archive":
                 try:
-                    name = os.path.basename(urllib.parse.urlsplit(result.url).path)
+                    name = os.path.basename(urllib.parse.urlsplit(downloads[-1]["url"]).path)
                     unpack_archive(part, staging, archive_kind(name), plan.label, name=name)
                 finally:
                     remove_quietly(part)  # the unpacked files are what is kept
             else:
                 os.replace(part, os.path.join(staging, _FILE_NAMES[file.role]))
         model_dir = find_model_dir(staging, plan.label)
-        check_model_dir(os.path.join(staging, model_dir), plan.label)
-        write_manifest(staging, plan.key, {"download": plan.download}, downloads,
-                       model_dir)
+        facts = check_model_dir(os.path.join(staging, model_dir), plan.label)
+        check_stated_facts(
+            facts, plan.stated, f"{plan.label} as served by {downloads[-1]['url']}",
+            "nothing of it was kept; check what that URL serves (a mirror, "
+            f"{settings.MIRROR_VARIABLE}, must hold the catalog's files at their paths) or "
+            f"the entry ({settings.CATALOG_VARIABLE})")
+        for file in plan.files:
+            if file.role in EXTRA_ROLES:
+                part = _fetch_file(plan, file, partial, progress, timeout, downloads)
+                if part is not None:
+                    os.replace(part, os.path.join(staging, model_dir, _FILE_NAMES[file.role]))
+        source = ({"urls": list(plan.source_urls)} if plan.source_urls
+                  else {"name": plan.key})
+        write_manifest(staging, plan.key, {**source, "download": plan.download}, downloads,
+                       model_dir, facts)
     return model_dir
+
+
+def _fetch_file(plan, file, partial, progress, timeout, downloads):
+    """Downloads `file` into `partial`, recording it in `downloads`; returns its `.part`
+    path, or None for an optional file missing upstream (recorded as absent)."""
+    part = os.path.join(partial, f"{file.role}.part")
+    what = file.file_name if plan.user_given else f"{plan.label} {file.file_name}"
+    result = download(file.urls, part, what, size=file.size, sha256=file.sha256,
+                      timeout=timeout, progress=progress, user_given=plan.user_given,
+                      optional=file.optional)
+    if result.absent is not None:
+        downloads.append({"role": file.role, "url": None, "absent": result.absent})
+        return None
+    downloads.append({"role": file.role, "url": result.url, "size": result.size,
+                      "sha256": result.sha256})
+    return part

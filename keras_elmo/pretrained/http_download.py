@@ -13,7 +13,9 @@ serves it, and returns its URL, size and sha256:
   error page) instead of the file;
 - checks: the size the catalog states against the server's and against what arrived,
   the sha256 the catalog states against the file's; a mismatch removes the `.part` file
-  and tries the next URL.
+  and tries the next URL;
+- an optional file (`optional=True`: an entry's vocabulary) that every URL says is not
+  there (404/410, denied, no such host, an HTML page) is reported absent, not an error.
 
 A server that stays silent longer than `timeout` seconds (`KERAS_ELMO_DOWNLOAD_TIMEOUT`)
 fails the attempt. When every URL fails, one line lists each URL and why, and says what to
@@ -68,15 +70,21 @@ class BadURLError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DownloadResult:
-    """What `download` fetched: the URL that served it, its size (bytes) and sha256."""
+    """What `download` fetched: the URL that served it, its size (bytes) and sha256; or, for
+    an optional file that no URL has, None for those and why (`absent`)."""
 
     url: str
     size: int
     sha256: str
+    absent: str = None
 
 
 class _NextURL(Exception):
     """This URL cannot serve the file: go to the next one."""
+
+
+class _Mismatch(_NextURL):
+    """This URL serves another file than the catalog states (size, sha256): the next one."""
 
 
 class _Retry(Exception):
@@ -84,7 +92,7 @@ class _Retry(Exception):
 
 
 def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progress=True,
-             user_given=False):
+             user_given=False, optional=False):
     """Downloads the file at the first URL of `urls` that serves it into `part_path`.
 
     Args:
@@ -97,6 +105,8 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
         progress: bool, the progress line on stderr (`DownloadProgress`).
         user_given: the URLs are the user's own: a missing file or an HTML answer is the
             user's mistake (`BadURLError`).
+        optional: the file may be missing: when every URL answers that it is (404/410,
+            access denied, no such host, an HTML page), the result says so (`absent`).
 
     Returns:
         `DownloadResult`.
@@ -112,7 +122,8 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
             try:
                 return _attempt(url, part_path, label, size, sha256, timeout, progress)
             except _NextURL as failure:
-                failures.append((url, str(failure), "gone"))
+                kind = "other file" if isinstance(failure, _Mismatch) else "gone"
+                failures.append((url, str(failure), kind))
                 break
             except _Retry as failure:
                 if attempt + 1 == ATTEMPTS:
@@ -120,6 +131,8 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
                     break
                 time.sleep(BACKOFF_SECONDS * 2 ** attempt)
     reasons = "; ".join(f"{url}: {reason}" for url, reason, _ in failures)
+    if optional and all(kind == "gone" for _, _, kind in failures):
+        return DownloadResult(None, None, None, absent=reasons)
     if user_given and all(kind == "gone" for _, _, kind in failures):
         raise BadURLError(f"cannot download {label}: {reasons}; check the URL (it must serve "
                           "the file itself, not a page about it).")
@@ -178,8 +191,8 @@ def _receive(response, url, part_path, offset, label, size, sha256, timeout, pro
         total = int(match.group(3))
     if size is not None and total is not None and total != size:
         _discard(part_path)
-        raise _NextURL(f"serves {format_bytes(total)} ({total} bytes); the catalog states "
-                       f"{size} bytes")
+        raise _Mismatch(f"serves {format_bytes(total)} ({total} bytes); the catalog states "
+                        f"{size} bytes")
     if total is not None:
         check_free_space(part_path, total - offset, label)
     _record(part_path, url, response.headers, offset)
@@ -231,11 +244,11 @@ def _checked(url, part_path, label, size, sha256):
     digest = file_sha256(part_path)
     if size is not None and actual_size != size:
         _discard(part_path)
-        raise _NextURL(f"served {actual_size} bytes; the catalog states {size} (removed)")
+        raise _Mismatch(f"served {actual_size} bytes; the catalog states {size} (removed)")
     if sha256 is not None and digest != sha256:
         _discard(part_path)
-        raise _NextURL(f"served a file with sha256 {digest}; the catalog states {sha256}: "
-                       "damaged in transfer or changed upstream (removed)")
+        raise _Mismatch(f"served a file with sha256 {digest}; the catalog states {sha256}: "
+                        "damaged in transfer or changed upstream (removed)")
     remove_quietly(part_path + ".json")
     return DownloadResult(url, actual_size, digest)
 

@@ -1,8 +1,10 @@
 """The model cache: one folder per model, complete or absent, and what was downloaded.
 
     CACHE/NAME/                        one model (a catalog name, or url-<hash> for a URL)
-    CACHE/NAME/.keras-elmo-cache.json  its manifest, written last: the source, each download
-                                       (URL, size, sha256) and every file's size and sha256
+    CACHE/NAME/.keras-elmo-cache.json  its manifest, written last: the source (a name, or
+                                       the URLs given), each download (URL, size, sha256),
+                                       what the model's files state (its sizes: `facts`)
+                                       and every file's size and sha256
     CACHE/NAME/[SUBDIR/]               the model directory (an archive's may be a subfolder)
     CACHE/.partial/NAME/               downloads under way or interrupted (resumed later)
     CACHE/.locks/NAME.lock             the download lock (`download_lock`)
@@ -62,6 +64,8 @@ def cached_model_dir(root, key, files=None):
     downloads = {d.get("role"): d for d in manifest.get("downloads", [])}
     for file in files or ():
         got = downloads.get(file.role, {})
+        if file.optional and got.get("absent"):
+            continue  # an optional file that was missing upstream: the model is whole
         if (file.sha256 and got.get("sha256") != file.sha256) or (
                 file.size and got.get("size") != file.size):
             return None
@@ -93,15 +97,17 @@ def verify_cached(root, key, label=None):
                                     f"it was downloaded: {name} {problem}; {how}.")
 
 
-def write_manifest(staging, key, source, downloads, model_dir):
+def write_manifest(staging, key, source, downloads, model_dir, facts=None):
     """Writes the manifest of a complete, checked model into its staging folder.
 
     Args:
         staging: the folder about to become `CACHE/key`.
         source: dict, what the model was fetched for (`{"name": ...}` or `{"urls": ...}`,
             and `"download"`: the argument of `keras-elmo models download` that refetches it).
-        downloads: list of dicts, one per file downloaded (role, url, size, sha256).
+        downloads: list of dicts, one per file downloaded (role, url, size, sha256; an
+            optional file missing upstream: role, `"url": None` and why, `"absent"`).
         model_dir: the model directory, relative to `staging` (`"."` or a subfolder).
+        facts: dict, what the model's files state (`model_check.check_model_dir`).
     """
     files = {}
     for directory, _, names in os.walk(staging):
@@ -112,7 +118,7 @@ def write_manifest(staging, key, source, downloads, model_dir):
                 files[relative.replace(os.sep, "/")] = {"size": os.path.getsize(path),
                                                         "sha256": file_sha256(path)}
     manifest = {"format": _FORMAT, "key": key, "source": source, "downloads": downloads,
-                "model_dir": model_dir, "files": files}
+                "model_dir": model_dir, "facts": facts, "files": files}
     with open(os.path.join(staging, MANIFEST_FILE), "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=1, ensure_ascii=False)
         handle.write("\n")
@@ -126,3 +132,23 @@ def cached_size(root, key):
     if manifest is None:
         return None
     return sum(record.get("size", 0) for record in manifest["files"].values())
+
+
+def cached_keys(root):
+    """The folder names of the models cached in `root` (those with a manifest), sorted."""
+    root = os.path.expanduser(root)
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    return [name for name in names if not name.startswith(".")
+            and read_manifest(os.path.join(root, name)) is not None]
+
+
+def source_urls(manifest):
+    """The URLs a cached model was fetched from: those given (`source["urls"]`), else (a
+    manifest of an older version) those that served its files."""
+    urls = manifest.get("source", {}).get("urls")
+    if urls:
+        return list(urls)
+    return [d["url"] for d in manifest.get("downloads", []) if d.get("url")]

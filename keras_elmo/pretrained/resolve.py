@@ -94,8 +94,10 @@ def resolve_model(model_dir=None, options_file=None, weight_file=None, progress=
         return ResolvedModel(model_dir=model_dir, given=text)
     if model_dir is None and (is_url(options_file) or is_url(weight_file)):
         if not (is_url(options_file) and is_url(weight_file)):
-            raise ValueError("--options and --weights go together as two URLs or two files; "
-                             f"received {options_file!r} and {weight_file!r}.")
+            raise ValueError("options_file and weight_file (--options and --weights on the "
+                             "command line) go together as two URLs or two files; received "
+                             f"options_file={options_file!r:.200} and "
+                             f"weight_file={weight_file!r:.200}.")
         plan = plan_for_file_urls(_http(options_file), _http(weight_file), settings.mirror())
         path = fetch(plan, progress=progress)
         from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
