@@ -15,10 +15,13 @@ Example:
 """
 
 import os
+import sys
 
 from keras_elmo import constants
 from keras_elmo.cli.embed_beam import add_arguments as add_beam_arguments
 from keras_elmo.cli.model_args import add_model_arguments, model_files
+from keras_elmo.cli.path_checks import (MIX_WEIGHTS, TOKENS, check_json_input,
+                                        check_text_inputs, check_writable)
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
 from keras_elmo.cli.tensorflow_start import import_tensorflow
@@ -38,8 +41,9 @@ def add_parser(subparsers):
                     "2*projection_dim) with --top, --average or --mixed; plus "
                     "'sentence_to_index', one JSON string mapping each line's text to its key "
                     "(a repeated sentence maps to its last line). An empty line gives a "
-                    "zero-length dataset. The file is streamed; the output appears only when "
-                    "complete.")
+                    "zero-length dataset; an input without any token is written all the same, "
+                    "with a warning on stderr. The file is streamed; the output appears only "
+                    "when complete.")
     add_model_arguments(parser)
     parser.add_argument("input", metavar="INPUT", help="text file, one sentence per line")
     parser.add_argument("output", metavar="OUTPUT.hdf5", help="HDF5 file to write (replaced)")
@@ -110,6 +114,20 @@ def _budget(text):
                          f"received {text!r}.") from None
 
 
+def _say_no_tokens(input_path, output_path):
+    """The warning of an input without tokens, which is embedded all the same (an empty
+    dataset per blank line, `sentence_to_index`): one output per input, as a pipeline over
+    many files expects, and one line saying so."""
+    from keras_elmo.embedding.inputs import count_lines_and_words
+
+    lines, _ = count_lines_and_words(input_path)
+    said = (f"has no tokens ({lines:,} blank line{'' if lines == 1 else 's'}); writing "
+            f"{output_path} all the same: {lines:,} zero-length dataset"
+            f"{'' if lines == 1 else 's'}" if lines else
+            f"has no sentences (0 lines); writing {output_path} all the same, without datasets")
+    print(f"keras-elmo embed: warning: {input_path} {said}.", file=sys.stderr, flush=True)
+
+
 def run(args):
     """Embeds the file; prints a one-line summary; returns the exit code."""
     check_int("--batch-size", args.batch_size)
@@ -126,21 +144,20 @@ def run(args):
         return run_pipeline(args, output_format, max_tokens)
     from keras_elmo.embedding.inputs import check_paths
 
-    # One clear line for a bad model or path, before loading TF.
-    files = model_files(args)
-    found_mix, found_vocab = files.mix_file, files.vocab_file
+    # One clear line for a bad path or model, before loading TF (keras_elmo.cli.path_checks).
     check_paths(args.input, args.output)
-    from keras_elmo.text.text_files import check_utf8
-
-    check_utf8([args.input])  # refused before any work: line, token and sentence named
+    check_writable(args.output, "the ELMo vectors")
+    empty = check_text_inputs([args.input], "input file")  # a line not UTF-8: named
+    if args.mix_weights:
+        check_json_input(args.mix_weights, *MIX_WEIGHTS)
+    files = model_files(args)
+    mix_file = args.mix_weights or (files.mix_file if output_format == "mixed" else None)
+    vocab = None if args.no_token_cache else (args.vocab or files.vocab_file)
+    if vocab is not None:
+        check_text_inputs([vocab], "vocabulary file", expected=TOKENS)
     tokenizer = resolve_tokenizer(args, files.options_file)
-    if args.mix_weights and not os.path.isfile(args.mix_weights):
-        raise FileNotFoundError(f"mix weights file not found: {args.mix_weights}.")
-    mix_file = args.mix_weights or (found_mix if output_format == "mixed" else None)
-    vocab = None if args.no_token_cache else (args.vocab or found_vocab)
-    if vocab is not None and not os.path.isfile(vocab):
-        raise FileNotFoundError(f"vocabulary file not found: {vocab} (expected one token per "
-                                "line).")
+    if empty and not args.quiet:  # written all the same: one file out per file in
+        _say_no_tokens(args.input, args.output)
     if args.cuda_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device if args.cuda_device >= 0
                                                  else -1)

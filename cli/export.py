@@ -10,6 +10,7 @@ import time
 
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
+from keras_elmo.cli.path_checks import MIX_WEIGHTS, check_json_input, check_writable
 
 
 def add_parser(subparsers):
@@ -48,6 +49,9 @@ def run(args):
         raise ValueError(f"--version must be >= 0; received {args.version}.")
     if args.max_length is not None and args.max_length < 1:
         raise ValueError(f"--max-length must be >= 1; received {args.max_length}.")
+    out_dir = check_target(args.out_dir, args.version, args.overwrite)
+    if args.mix_weights:
+        check_json_input(args.mix_weights, *MIX_WEIGHTS)
     try:  # one clear line for a bad model, before loading TF
         files = model_files(args)
     except FileNotFoundError as error:
@@ -56,10 +60,10 @@ def run(args):
     mix_file = args.mix_weights or files.mix_file
     import_tensorflow()
     from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
-    from keras_elmo.export.saved_model import export_model_files, versioned_path
+    from keras_elmo.export.saved_model import export_model_files
 
     start = time.perf_counter()
-    path = export_model_files(files, versioned_path(args.out_dir, args.version),
+    path = export_model_files(files, out_dir,
                               mix_weights_file=mix_file,
                               max_length=args.max_length or DEFAULT_MAX_LENGTH,
                               trainable_bilm=args.trainable_bilm, overwrite=args.overwrite)
@@ -77,3 +81,18 @@ def run(args):
               "signature splits on whitespace only: segment text the same way before it "
               "(docs/serving.md, \"Chinese and other text without spaces between words\")")
     return 0
+
+
+def check_target(out_dir, version, overwrite):
+    """The SavedModel directory to write, `OUT_DIR[/VERSION]` (TF Serving's layout), checked
+    before TensorFlow starts: not a file, not an export already unless `overwrite`, its
+    folders writable (`keras_elmo.cli.path_checks.check_writable`). The export checks the
+    same again when it writes (`keras_elmo.export.saved_model`)."""
+    path = os.fspath(out_dir) if version is None else os.path.join(out_dir, str(version))
+    if os.path.isfile(path):
+        raise ValueError(f"export path {path} is a file; expected a directory to create.")
+    if os.path.isdir(path) and os.listdir(path) and not overwrite:
+        raise ValueError(f"export path {path} already exists and is not empty; choose a new "
+                         "path (or --version) or pass --overwrite.")
+    check_writable(path, "the SavedModel")
+    return path

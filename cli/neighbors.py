@@ -8,10 +8,9 @@ Example:
     keras-elmo neighbors runs/pd_raw_jieba --corpus raw_heldout.txt "他在会上发言。" --word 会上
 """
 
-import os
-
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
+from keras_elmo.cli.path_checks import TOKENS, check_text_inputs
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
@@ -69,23 +68,21 @@ def run(args):
     if args.max_sentences is not None and args.max_sentences < 1:
         raise ValueError(f"--max-sentences must be >= 1; received {args.max_sentences}.")
     from keras_elmo.embedding.inputs import find_word
-
-    # one clear line for a bad model, before loading TF
-    files = model_files(args)
-    found_vocab = files.vocab_file
-    if not os.path.isfile(args.corpus):
-        raise FileNotFoundError(f"corpus file not found: {args.corpus} (expected a text file, "
-                                "one tokenised sentence per line).")
-    from keras_elmo.text.text_files import check_utf8
     from keras_elmo.text.tokenizers import tokenize
 
-    check_utf8([args.corpus])  # the one UTF-8 policy: file and line named, before any work
+    # One clear line for a bad path, model or query, before loading TF
+    # (keras_elmo.cli.path_checks): the corpus is read once here, to name a line that is
+    # not UTF-8 and to refuse a corpus without a word.
+    check_text_inputs([args.corpus], "corpus file",
+                      no_text=f"corpus {args.corpus} has no tokens (expected one tokenised "
+                              "sentence per line).")
+    files = model_files(args)
+    vocab = args.vocab or files.vocab_file
+    if vocab is not None:
+        check_text_inputs([vocab], "vocabulary file", expected=TOKENS)
     tokenizer = resolve_tokenizer(args, files.options_file)
     tokens = tokenize([args.sentence], tokenizer)[0]
-    find_word(tokens, args.word, args.occurrence)  # a bad query fails before loading TF
-    vocab = args.vocab or found_vocab
-    if vocab is not None and not os.path.isfile(vocab):
-        raise FileNotFoundError(f"vocabulary file not found: {vocab} (one token per line).")
+    find_word(tokens, args.word, args.occurrence)
 
     import_tensorflow()
     from keras_elmo.models.loading import load_bilm

@@ -13,8 +13,12 @@ Example:
 import json
 import os
 
+from keras_elmo.cli.path_checks import check_text_inputs
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
+
+#: The state file `tf.train.CheckpointManager` writes beside its checkpoints (names the newest).
+CHECKPOINT_STATE = "checkpoint"
 
 
 def add_parser(subparsers):
@@ -33,13 +37,14 @@ def add_parser(subparsers):
 
 def run(args):
     """Evaluates and prints the report; returns the exit code."""
-    from keras_elmo.formats.model_files import OPTIONS_FILE
+    from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE
     from keras_elmo.training.corpus import expand_corpus
 
-    from keras_elmo.text.text_files import check_utf8
-
     files = expand_corpus(args.heldout)
-    check_utf8(files)  # TensorFlow reads them in-graph: the one UTF-8 policy, checked first
+    # TensorFlow reads them in-graph: the one UTF-8 policy, and some text, checked first
+    check_text_inputs(files, "held-out file",
+                      no_text=f"the held-out files {files} contain no token; expected one "
+                              "sentence per line.")
     from keras_elmo.formats.efml_model import CONFIG_FILE
 
     if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)) and os.path.isfile(
@@ -51,6 +56,15 @@ def run(args):
     if not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE)):
         raise FileNotFoundError(f"model directory {args.model_dir}: {OPTIONS_FILE} not found; "
                                 "expected the directory of a `keras-elmo train` run.")
+    # what `ModelDir.load_model` reads besides (keras_elmo.training.model_dir), before TF
+    vocab = os.path.join(args.model_dir, VOCAB_FILE)
+    if not os.path.isfile(vocab):
+        raise FileNotFoundError(f"{vocab} not found: expected the vocabulary copied by "
+                                "`keras-elmo train`.")
+    checkpoints = os.path.join(args.model_dir, "checkpoints")
+    if not os.path.isfile(os.path.join(checkpoints, CHECKPOINT_STATE)):
+        raise FileNotFoundError(f"no checkpoint in {checkpoints}: train the model first "
+                                "(`keras-elmo train`).")
     tokenizer = resolve_tokenizer(args, args.model_dir)
     import_tensorflow()
     from keras_elmo.evaluation.perplexity import evaluate_model_dir, format_report

@@ -23,7 +23,8 @@ import sys
 
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.process.cpu_setup import describe_cpu
-from keras_elmo.cli.train_config import CONFIG_FLAGS, resolve_config
+from keras_elmo.cli.path_checks import check_text_inputs, check_writable
+from keras_elmo.cli.train_config import CONFIG_FLAGS, read_config_file, resolve_config
 from keras_elmo.training.config import PRECISIONS
 from keras_elmo.text.tokenizers import TOKENIZERS, resolve_tokenizer
 
@@ -224,11 +225,15 @@ def _remove_if_only_lock(model_dir):
 
 
 def check_input_files(args):
-    """Every file the run will read exists (before TensorFlow loads and before any step).
+    """Every file the run will read exists and holds what it must, and MODEL_DIR can be
+    written (before TensorFlow loads and before any step; `keras_elmo.cli.path_checks`).
 
     Raises:
         FileNotFoundError: naming the flag and the path.
-        ValueError: MODEL_DIR is a file.
+        ValueError: MODEL_DIR is a file; a corpus, held-out or vocabulary file that is not
+            UTF-8 or holds no token; a vocabulary or --config that cannot be read as one.
+        StorageError: MODEL_DIR is on a read-only filesystem or in a folder this user may
+            not write (exit 75).
     """
     from keras_elmo.formats.model_files import OPTIONS_FILE, resolve_model_files
     from keras_elmo.training.corpus import expand_corpus
@@ -236,14 +241,29 @@ def check_input_files(args):
     if os.path.isfile(args.model_dir):
         raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
                          "of an earlier run).")
-    from keras_elmo.text.text_files import check_utf8
-
-    for patterns in (args.train, args.heldout):
-        if patterns:  # TensorFlow reads them in-graph: every line UTF-8, checked first
-            check_utf8(expand_corpus(patterns))
+    check_writable(args.model_dir, "the model directory")
+    # TensorFlow reads them in-graph: every line UTF-8, and some text, checked first (an
+    # empty held-out file would otherwise end the run after its training)
+    if args.train:
+        files = expand_corpus(args.train)
+        check_text_inputs(files, "training file",
+                          no_text=f"the training corpus {' '.join(files)} holds no token "
+                                  "(expected one sentence per line, tokens separated by "
+                                  "spaces).")
+    if args.heldout:
+        files = expand_corpus(args.heldout)
+        check_text_inputs(files, "held-out file",
+                          no_text=f"the held-out files {files} contain no token; expected one "
+                                  "sentence per line.")
     for flag, path in (("--vocab", args.vocab), ("--config", args.config)):
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"{flag} {path}: no such file.")
+    if args.vocab:  # its special tokens, blank lines, duplicates: named by line
+        from keras_elmo.training.vocabulary import Vocabulary
+
+        Vocabulary.load(args.vocab)
+    if args.config:
+        read_config_file(args.config)
     new_run = not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE))
     # jieba missing: one line now, not after TensorFlow loaded (a resume uses the saved one).
     resolve_tokenizer(args.tokenizer, args.model_dir)

@@ -80,7 +80,7 @@ def resolve_config(args, model_dir):
     if args.init_from:  # absolute: a restart from another directory finds it too
         data["init_from"] = os.path.abspath(args.init_from)
     if args.config:
-        data = merge_dicts(data, _read_json(args.config))
+        data = merge_dicts(data, read_config_file(args.config))
     for key in CONFIG_FLAGS:
         if getattr(args, key) is not None:
             data[key] = getattr(args, key)
@@ -120,7 +120,9 @@ def resolve_config(args, model_dir):
     return config, vocab
 
 
-def _read_json(path):
+def read_config_file(path):
+    """The JSON object of a `--config` file (one line for a missing file, bad JSON or
+    another JSON value)."""
     from keras_elmo.formats.json_fields import read_json
 
     data = read_json(path, "--config file", "an options.json-shaped JSON file")

@@ -7,6 +7,7 @@ Example:
 
 import os
 
+from keras_elmo.cli.path_checks import check_writable
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
 
@@ -39,6 +40,7 @@ def run(args):
     paths = expand_corpus(args.train)
     if os.path.isdir(args.out):
         raise ValueError(f"Expected --out to be a file path. Received a directory: {args.out!r}")
+    check_writable(args.out, "the vocabulary")  # before the corpus is read, not after
     counts = token_counts(paths, tokenizer)  # a line that is not UTF-8: file and line named
     if not counts:
         raise ValueError(f"the corpus {' '.join(args.train)} holds no token (expected one "

@@ -49,7 +49,7 @@ Rules:
   char CNN runs once per distinct token of the file (or of a vocabulary `token_cache`;
   `keras_elmo.embedding.token_cache`). One trace of each function serves every call shape.
 - Input contract (docs/serving.md "Input contract"): one vector per token. A line that is not
-  UTF-8 is refused, naming the line, the sentence and the token; a token longer than
+  UTF-8 is refused, naming the line (1-based) and the token; a token longer than
   `max_characters_per_token - 2` bytes is cut there (docs/model.md section 1); a sentence
   longer than `max_length` tokens runs in windows of `max_length` tokens
   (`keras_elmo.text.sentence_windows`); an empty line is a zero-length dataset.

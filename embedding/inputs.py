@@ -45,7 +45,7 @@ def read_lines(path):
 
     Raises:
         ValueError: a line is not UTF-8 (the one policy and message of every command: files
-            are refused, never repaired, naming the line, the token and the sentence).
+            are refused, never repaired, naming the 1-based line and the token).
     """
     for line_number, text in read_text_lines(path):
         yield line_number - 1, text

@@ -1,8 +1,13 @@
-"""Use an exported ELMo SavedModel with TensorFlow alone (no keras_elmo import).
+"""Use an exported ELMo SavedModel with TensorFlow alone (nothing of keras_elmo runs it).
 
 Embeds sentences through the `default` signature (raw text, split on whitespace in the graph)
 and shows what "contextual" means: the same word in two sentences has the SAME layer-0
 vector (the character CNN sees only the word) but DIFFERENT biLSTM vectors.
+
+Where keras-elmo is installed, TensorFlow starts as the `keras-elmo` command starts it
+(`keras_elmo.cli.tensorflow_start`: its native start-up lines held back, nothing on stderr);
+without it, TensorFlow alone imports and runs the script the same (with those lines). The
+argument is checked before TensorFlow starts.
 
 Usage:
     python examples/use_saved_model.py SAVED_MODEL_DIR [--word W] [SENTENCE ...]
@@ -16,10 +21,7 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
 
 DEFAULT_WORD = "花"
 DEFAULT_SENTENCES = ["她 买 了 一 束 花 。", "他 花 了 很多 钱 。", "公园 里 的 花 都 开 了 。"]
@@ -27,6 +29,19 @@ DEFAULT_SENTENCES = ["她 买 了 一 束 花 。", "他 花 了 很多 钱 。"
 
 def _cosine(a, b):
     return float(np.dot(a, b) / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
+
+
+def _import_tensorflow():
+    """TensorFlow, started as `keras-elmo` starts it when keras-elmo is installed (no native
+    start-up lines), else imported alone (TF_CPP_MIN_LOG_LEVEL=3 unless set)."""
+    try:
+        from keras_elmo.cli.tensorflow_start import import_tensorflow
+    except ImportError:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import tensorflow
+
+        return tensorflow
+    return import_tensorflow()
 
 
 def main(argv=None):
@@ -37,11 +52,13 @@ def main(argv=None):
     parser.add_argument("sentences", nargs="*", default=DEFAULT_SENTENCES,
                         help="whitespace-tokenised sentences (default: three with 花)")
     parser.add_argument("--word", default=DEFAULT_WORD, help="word to compare across sentences")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # --word before or after the sentences
     if not os.path.isfile(os.path.join(args.saved_model, "saved_model.pb")):
-        print(f"use_saved_model: error: no saved_model.pb in {args.saved_model}", file=sys.stderr)
+        print(f"use_saved_model: error: no saved_model.pb in {args.saved_model} (expected a "
+              "SavedModel directory: a version folder of `keras-elmo export`)", file=sys.stderr)
         return 2
 
+    tf = _import_tensorflow()
     model = tf.saved_model.load(args.saved_model)
     embed = model.signatures["default"]
     out = embed(text=tf.constant(args.sentences))
