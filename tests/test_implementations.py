@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import numpy_reference as ref
 import weight_fixtures
+from cpu_class import ONE_ROW_READS, force_one_row_read
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.layers.residual_bilstm import IMPLEMENTATIONS, ResidualBiLSTM
 from keras_elmo.models.bilm import BiLM
@@ -37,8 +38,8 @@ def _inputs(lengths, steps, seed=7):
 
 
 def _encoder_run(files, implementation, x, mask, training):
-    """Outputs and gradients (inputs, then every weight) of a loaded encoder, traced for the
-    batch's static shape."""
+    """Outputs and gradients (inputs, then every weight; zeros for one the outputs do not
+    read) of a loaded encoder, traced for the batch's static shape."""
     encoder = BiLM.from_weights(*files, implementation=implementation).contextual_encoder
     probe = tf.constant(np.random.default_rng(3).standard_normal(
         (x.shape[0], 2, x.shape[1], 16)), tf.float32)
@@ -52,7 +53,9 @@ def _encoder_run(files, implementation, x, mask, training):
         return out, tape.gradient(loss, [x] + encoder.trainable_weights)
 
     out, grads = run(tf.constant(x), tf.constant(mask))
-    return out.numpy(), [g.numpy() for g in grads]
+    shapes = [x.shape] + [weight.shape for weight in encoder.trainable_weights]
+    return out.numpy(), [np.zeros(shape, np.float32) if g is None else g.numpy()
+                         for g, shape in zip(grads, shapes)]
 
 
 @pytest.mark.parametrize("lengths", [[4], [4, 2, 3]], ids=["one-row", "three-rows"])
@@ -75,18 +78,22 @@ def test_every_loop_gives_the_reference_and_the_same_gradients(model, lengths, t
                                        err_msg=implementation)
 
 
-@pytest.mark.parametrize("transposed", [False, True], ids=["as-stored", "transposed"])
+@ONE_ROW_READS
 def test_one_row_steps_read_w_h_either_way_with_the_same_numbers(model, monkeypatch,
                                                                  transposed):
     """A one-row step reads `W_h` as stored or from a transpose made in the call (where
-    that pays, `cpu_setup.one_row_transposes_pay`): the reference's numbers either way."""
-    from keras_elmo.layers import lstm_projection_cell
-
-    monkeypatch.setattr(lstm_projection_cell, "one_row_transposes_pay", lambda: transposed)
+    that pays, `cpu_setup.one_row_transposes_pay`; both forced here, whatever this CPU is):
+    the reference's numbers and the batched loop's gradients either way."""
+    decisions = force_one_row_read(monkeypatch, transposed)
     options, arrays, files = model
     x, mask = _inputs([4], steps=4)
-    out, _ = _encoder_run(files, "one_row_loop", x, mask, training=False)
+    out, grads = _encoder_run(files, "one_row_loop", x, mask, training=False)
+    assert decisions, "no one-row float32 step read W_h"
     np.testing.assert_allclose(out, ref.contextual_encoder(arrays, options, x, [4]), atol=ATOL)
+    _, want_grads = _encoder_run(files, "batched_loop", x, mask, training=False)
+    for k, (want, got) in enumerate(zip(want_grads, grads)):
+        np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()),
+                                   err_msg=f"gradient {k} (0: inputs, then the weights)")
 
 
 def test_auto_resolves_from_what_the_call_shows():
@@ -137,7 +144,8 @@ def test_the_choice_is_in_the_config_and_survives_a_keras_file(model, tmp_path):
 def test_every_char_cnn_encoding_gives_the_reference(model, implementation):
     options, arrays, files = model
     embedder = CharCNNEmbedder.from_options(options, implementation=implementation)
-    sentences = [["the", "cat", "the"], ["北京", ""], []]
+    # b"\xff": a token of no valid bytes, the word of no characters ("" is no token).
+    sentences = [["the", "cat", "the"], ["北京", b"\xff"], []]
     ids = batch_to_ids(sentences)
     embedder.build(ids.shape)
     embedder.set_weights(BiLM.from_weights(*files).token_embedder.get_weights())

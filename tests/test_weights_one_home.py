@@ -1,6 +1,11 @@
 """Every way Keras offers to change a biLM's weights changes what it computes: a frozen
-biLM keeps no derived copy of a weight (`set_weights`, `variable.assign`, `load_weights`, a
-`.keras` reload), traced and eager, at batch 1, 2 and 32, in float32 and bfloat16.
+biLM keeps no derived copy of a weight (`set_weights`, `variable.assign`, `load_weights` of a
+`.weights.h5` or a `.keras` file into the model already traced, a `.keras` reload), traced and
+eager, at batch 1, 2 and 32, in float32 and bfloat16.
+
+A float32 step of one row (batch 1) reads `W_h` as stored or transposed in the call, as the
+CPU class chooses (`cpu_setup.one_row_transposes_pay`); the float32 tests run both ways on any
+CPU (`cpu_class.ONE_ROW_READS`), the transposed way at batch 1 only.
 
 The expected numbers are the numpy reference's (docs/model.md sections 1-4) of the NEW
 weights; the first test is the case a user met: a frozen biLM traced on one sentence kept
@@ -15,7 +20,7 @@ import tensorflow as tf
 
 import numpy_reference as ref
 import weight_fixtures
-from cpu_class import needs_bfloat16_products
+from cpu_class import ONE_ROW_READS, force_one_row_read, needs_bfloat16_products
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.models.elmo_layer import ElmoLayer
 from keras_elmo.text.characters import batch_to_ids
@@ -25,6 +30,15 @@ ATOL = 1e-5
 #: (docs/performance.md, "Reduced precision": 0.4-1.0% on average).
 BFLOAT16_ATOL = 0.05
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "house", "red", "北京"]
+#: Batch sizes of the calls checked; only batch 1 runs one-row steps.
+BATCHES = (1, 2, 32)
+
+
+def _batches(transposed):
+    """The batch sizes a case checks: only a one-row call reads `W_h` in the way forced
+    (`force_one_row_read`), so the transposed case checks batch 1 and the as-stored case
+    every size."""
+    return BATCHES[:1] if transposed else BATCHES
 
 
 def _sentences(batch, seed=0):
@@ -51,7 +65,10 @@ def _expected(options, arrays, sentences):
     return layers
 
 
-def test_a_frozen_biLM_traced_on_one_sentence_follows_set_weights(two_models):
+@ONE_ROW_READS
+def test_a_frozen_biLM_traced_on_one_sentence_follows_set_weights(two_models, monkeypatch,
+                                                                   transposed):
+    decisions = force_one_row_read(monkeypatch, transposed)
     options, models = two_models
     bilm = BiLM.from_weights(*models["old"][0])
     new = BiLM.from_weights(*models["new"][0])
@@ -64,10 +81,14 @@ def test_a_frozen_biLM_traced_on_one_sentence_follows_set_weights(two_models):
     bilm.set_weights(new.get_weights())
     np.testing.assert_allclose(traced(ids).numpy(), _expected(options, models["new"][1], one),
                                atol=ATOL)
+    assert decisions, "no one-row float32 step read W_h"
 
 
-def test_two_taggers_given_the_same_weights_predict_the_same(two_models):
+@ONE_ROW_READS
+def test_two_taggers_given_the_same_weights_predict_the_same(two_models, monkeypatch,
+                                                             transposed):
     """One tagger predicted once on a sentence, then both get the same weights."""
+    decisions = force_one_row_read(monkeypatch, transposed)
     _, models = two_models
 
     def tagger(files):
@@ -80,8 +101,10 @@ def test_two_taggers_given_the_same_weights_predict_the_same(two_models):
     first.predict(one, verbose=0)
     first.set_weights(second.get_weights())
     for batch in (one, tf.constant([["the", "cat", "sat"], ["a", "dog", ""]])):
-        np.testing.assert_allclose(first.predict(batch, verbose=0),
-                                   second.predict(batch, verbose=0), atol=ATOL)
+        if batch.shape[0] in _batches(transposed):
+            np.testing.assert_allclose(first.predict(batch, verbose=0),
+                                       second.predict(batch, verbose=0), atol=ATOL)
+    assert decisions, "no one-row float32 step read W_h"
 
 
 def _set_weights(bilm, new, tmp_path):
@@ -99,9 +122,19 @@ def _load_weights(bilm, new, tmp_path):
     bilm.load_weights(path)
 
 
-def _keras_file(bilm, new, tmp_path):
-    """A `.keras` file of the new weights, saved frozen; what a user reloads is a new
-    object, returned to be checked in place of the old one."""
+def _keras_file_into_traced_model(bilm, new, tmp_path):
+    """The weights of a `.keras` file of the new model, saved frozen, loaded into the model
+    whose functions are traced already (`load_weights` reads a `.keras` file's weights)."""
+    path = str(tmp_path / "new.keras")
+    new.trainable = False
+    new.save(path)
+    bilm.load_weights(path)
+
+
+def _keras_file_round_trip(bilm, new, tmp_path):
+    """A `.keras` file of the new weights, saved frozen, reloaded: a new object with its own
+    traces (nothing of the old can linger there), returned to be checked in place of the old
+    one; `_keras_file_into_traced_model` is the case of the old traces."""
     path = str(tmp_path / "new.keras")
     new.trainable = False
     new.save(path)
@@ -109,15 +142,16 @@ def _keras_file(bilm, new, tmp_path):
 
 
 CHANGES = {"set_weights": _set_weights, "assign": _assign, "load_weights": _load_weights,
-           "keras_file": _keras_file}
+           "keras_file_into_traced_model": _keras_file_into_traced_model,
+           "keras_file_round_trip": _keras_file_round_trip}
 
 
-def _calls(bilm):
-    """`{batch: [(how, call), ...]}`: eager and traced calls of `bilm` at batch 1, 2 and 32,
+def _calls(bilm, batches):
+    """`{batch: [(how, call), ...]}`: eager and traced calls of `bilm` at each of `batches`,
     each function traced for its batch size (the first call traces it; later calls reuse
     that graph)."""
     calls = {}
-    for batch in (1, 2, 32):
+    for batch in batches:
         traced = tf.function(lambda x: bilm(x)["layers"],
                              input_signature=[tf.TensorSpec((batch, None, 50), tf.int32)])
         calls[batch] = [("eager", lambda x: bilm(x)["layers"]), ("traced", traced)]
@@ -135,39 +169,51 @@ def _check_every_call(calls, options, arrays, atol):
                                        err_msg=f"{how}, batch {batch}")
 
 
-def _run_change(two_models, tmp_path, change, dtype, atol):
+def _run_change(two_models, tmp_path, change, dtype, atol, batches=BATCHES):
     options, models = two_models
     bilm = BiLM.from_weights(*models["old"][0], dtype=dtype)
     bilm.trainable = False
     # Every path runs (and is traced) with the old weights first: whatever it keeps, it
     # keeps now; the same functions then run with the new weights.
-    calls = _calls(bilm)
+    calls = _calls(bilm, batches)
     _check_every_call(calls, options, models["old"][1], atol)
     new = BiLM.from_weights(*models["new"][0], dtype=dtype)
     reloaded = CHANGES[change](bilm, new, tmp_path)
-    _check_every_call(calls if reloaded is None else _calls(reloaded), options,
+    _check_every_call(calls if reloaded is None else _calls(reloaded, batches), options,
                       models["new"][1], atol)
 
 
+@ONE_ROW_READS
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_every_weight_change_reaches_every_call_float32(two_models, tmp_path, change):
-    _run_change(two_models, tmp_path, change, "float32", ATOL)
+def test_every_weight_change_reaches_every_call_float32(two_models, tmp_path, monkeypatch,
+                                                        change, transposed):
+    decisions = force_one_row_read(monkeypatch, transposed)
+    _run_change(two_models, tmp_path, change, "float32", ATOL, _batches(transposed))
+    assert decisions, "no one-row float32 step read W_h"
 
 
 @needs_bfloat16_products
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_every_weight_change_reaches_every_call_bfloat16(two_models, tmp_path, change):
+def test_every_weight_change_reaches_every_call_bfloat16(two_models, tmp_path, monkeypatch,
+                                                         change):
+    # A bfloat16 step reads `W_h` as stored on every CPU: one way to test. Should it ever
+    # read the CPU's choice, this fails, and the test takes ONE_ROW_READS as float32's does.
+    decisions = force_one_row_read(monkeypatch, True)
     _run_change(two_models, tmp_path, change, "bfloat16", BFLOAT16_ATOL)
+    assert not decisions, "bfloat16 one-row steps now read the CPU's choice of W_h's layout"
 
 
-def test_trainable_is_a_flag_that_creates_nothing(two_models):
+@ONE_ROW_READS
+def test_trainable_is_a_flag_that_creates_nothing(two_models, monkeypatch, transposed):
     """Freezing a biLM and running it traced, on one sentence and on two, creates no
     variable anywhere in the process, tracked by Keras or not (every `tf.Variable` made in
     the block, eagerly or while tracing, passes the creator scope), and the model keeps its
     own."""
+    decisions = force_one_row_read(monkeypatch, transposed)
     _, models = two_models
     bilm = BiLM.from_weights(*models["old"][0])
-    calls = [tf.constant(batch_to_ids(s)) for s in ([["a", "cat"]], [["a"], ["b", "c"]])]
+    calls = [tf.constant(batch_to_ids(s)) for s in ([["a", "cat"]], [["a"], ["b", "c"]])
+             if len(s) in _batches(transposed)]
     for ids in calls:
         tf.function(lambda x: bilm(x)["layers"])(ids)
     own = [id(v) for v in bilm.weights]
@@ -186,3 +232,4 @@ def test_trainable_is_a_flag_that_creates_nothing(two_models):
         tf.Variable(0.0, name="control")  # the scope sees a variable made here
     assert created == ["control"]
     assert [id(v) for v in bilm.weights] == own
+    assert decisions, "no one-row float32 step read W_h"
