@@ -242,6 +242,9 @@ def check_input_files(args):
         raise ValueError(f"MODEL_DIR {args.model_dir} is a file; expected a directory (new or "
                          "of an earlier run).")
     check_writable(args.model_dir, "the model directory")
+    # jieba missing: one line now, not after TensorFlow loaded (a resume uses the saved one);
+    # before the files are read, since a raw corpus is read through it.
+    resolve_tokenizer(args.tokenizer, args.model_dir)
     # TensorFlow reads them in-graph: every line UTF-8, and some text, checked first (an
     # empty held-out file would otherwise end the run after its training)
     if args.train:
@@ -265,8 +268,6 @@ def check_input_files(args):
     if args.config:
         read_config_file(args.config)
     new_run = not os.path.isfile(os.path.join(args.model_dir, OPTIONS_FILE))
-    # jieba missing: one line now, not after TensorFlow loaded (a resume uses the saved one).
-    resolve_tokenizer(args.tokenizer, args.model_dir)
     if args.init_from:  # a name or URL: fetched into the cache (once), then a directory
         from keras_elmo.pretrained.resolve import resolve_model
 

@@ -17,8 +17,8 @@ The folders follow the model (docs/model.md):
 
 Public names are imported on first use (PEP 562), so `import keras_elmo` does not load
 TensorFlow (the command line checks its arguments before that). Keras finds our layers in a
-`.keras` file after `import keras_elmo`, whichever of Keras and keras-elmo is imported
-first (`keras_elmo.keras_registration`).
+`.keras` file after `import keras, keras_elmo` (in that order, as sorted imports have it)
+or once any public name here has been used (`keras_elmo.keras_registration`).
 
 Example:
 >>> import keras_elmo
@@ -60,6 +60,7 @@ __version__ = "0.1.0"
 
 __all__ = sorted(_PUBLIC)
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC,
+                                   after_import=register_with_keras)
 
 register_with_keras()

@@ -103,13 +103,15 @@ print("out", json.dumps(tagger(tf.constant([["人民", "日报"]])).numpy().toli
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("imports", ["import keras, keras_elmo", "import keras_elmo, keras",
+@pytest.mark.parametrize("imports", ["import keras, keras_elmo",
                                      "import keras_elmo\nkeras_elmo.batch_to_ids([['a']])\n"
-                                     "import keras"])
+                                     "import keras",
+                                     "import keras_elmo.models, keras"])
 def test_import_keras_elmo_alone_lets_keras_load_the_tagger(tiny_model_dir, tmp_path,
                                                             imports):
-    """The README's tagger reloads in a new process with `import keras_elmo` (and no
-    `import keras_elmo.models`), whichever comes first, and keeps its frozen biLM."""
+    """The README's tagger reloads in a new process after `import keras, keras_elmo` (no
+    `import keras_elmo.models`), or after any use of keras_elmo, and keeps its frozen
+    biLM."""
     tagger = _tagger(tiny_model_dir, trainable_bilm=False)
     path = str(tmp_path / "tagger.keras")
     tagger.save(path)
@@ -125,8 +127,8 @@ def test_import_keras_elmo_alone_lets_keras_load_the_tagger(tiny_model_dir, tmp_
 
 
 def test_import_keras_elmo_loads_no_tensorflow():
-    """The registration waits for Keras: the command line's checks still run before
-    TensorFlow starts."""
+    """Without Keras loaded, the registration waits: the command line's checks still run
+    before TensorFlow starts."""
     script = ("import sys, keras_elmo\n"
               "print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

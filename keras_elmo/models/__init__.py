@@ -2,7 +2,7 @@
 mask), and `ElmoLayer`, a `BiLM` with a task's scalar mixes.
 
 Importing this package registers every keras-elmo layer and model with Keras, so a `.keras`
-file holding them loads; `import keras_elmo` does it as soon as Keras is imported
+file holding them loads; `import keras, keras_elmo` does it too
 (`keras_elmo.keras_registration`):
 
 >>> import keras, keras_elmo
