@@ -9,12 +9,12 @@ for the per-step backward products of the small (512/128) and published (4096/51
 
 - `transpose_b`: `tf.matmul(a, b, transpose_b=True)`;
 - `contiguous`:  `tf.matmul(a, b_t)` with the copy made beforehand (what the backward
-  loop of `keras_elmo.layers.lstm_sequence_gradient` uses);
+  loop of `keras_elmo.backend.tensorflow.sequence_gradient` uses);
 - `copy`:        one `tf.transpose(b)` (paid once per loop, not per step).
 
 Each timing is a `tf.function` running the product `--inner` times; the variants are
 interleaved and repeated (median and range). The training loop's backward pass
-(`keras_elmo.layers.lstm_sequence_gradient`) makes the copies once per call.
+(`keras_elmo.backend.tensorflow.sequence_gradient`) makes the copies once per call.
 
 The forward products of a step (`h W_h`, `m W_p`, float32) are timed in two layouts:
 

@@ -24,7 +24,7 @@ from keras_elmo.cli.path_checks import (MIX_WEIGHTS, TOKENS, check_json_input,
                                         check_text_inputs, check_writable)
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
-from keras_elmo.cli.tensorflow_start import import_tensorflow
+from keras_elmo.cli.keras_start import check_keras, start_keras
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH
 from keras_elmo.validation import check_int
 
@@ -87,7 +87,7 @@ def add_parser(subparsers):
                              "token runs the char CNN once, when first met)")
     parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
                         help="GPU to use (AllenNLP's flag): sets CUDA_VISIBLE_DEVICES before "
-                             "TensorFlow loads; -1 runs on the CPU")
+                             "Keras' backend loads; -1 runs on the CPU")
     parser.add_argument("--dtype", default="float32", choices=constants.DTYPES,
                         help="the biLM's precision: float32 (default) or bfloat16, an "
                              "explicit reduced-precision option: weights (half the memory) "
@@ -150,6 +150,7 @@ def run(args):
     empty = check_text_inputs([args.input], "input file")  # a line not UTF-8: named
     if args.mix_weights:
         check_json_input(args.mix_weights, *MIX_WEIGHTS)
+    check_keras("embed")  # before a model is downloaded
     files = model_files(args)
     mix_file = args.mix_weights or (files.mix_file if output_format == "mixed" else None)
     vocab = None if args.no_token_cache else (args.vocab or files.vocab_file)
@@ -163,13 +164,16 @@ def run(args):
                                                  else -1)
     if args.quiet:  # nothing on success: TensorFlow's native log lines after start-up too
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # (errors stay: ours are one Python line)
-    import_tensorflow()
+    backend = start_keras("embed")  # KERAS_BACKEND: TensorFlow, JAX or PyTorch
     from keras_elmo.embedding.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(args.model_dir, options_file=args.options, weight_file=args.weights,
                             batch_size=args.batch_size, token_cache=vocab or False,
                             tokenizer=tokenizer, dtype=args.dtype,
                             max_length=args.max_length, max_tokens=max_tokens)
+    if not (args.no_progress or args.quiet):  # once the model loaded: an error stays one line
+        print(f"keras-elmo embed: {backend}; tokenizer {tokenizer}", file=sys.stderr,
+              flush=True)
     stats = embedder.embed_file(args.input, args.output, output_format=output_format,
                                 forget_sentences=args.forget_sentences,
                                 use_sentence_keys=args.use_sentence_keys, mix_file=mix_file,

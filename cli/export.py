@@ -8,6 +8,7 @@ Example:
 import os
 import time
 
+from keras_elmo.cli.keras_start import require_tensorflow_backend
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.path_checks import MIX_WEIGHTS, check_json_input, check_writable
@@ -45,6 +46,7 @@ def add_parser(subparsers):
 
 def run(args):
     """Exports and prints where, which signatures, size and time; returns the exit code."""
+    require_tensorflow_backend("export", "a TensorFlow SavedModel")  # before any download
     if args.version is not None and args.version < 0:
         raise ValueError(f"--version must be >= 0; received {args.version}.")
     if args.max_length is not None and args.max_length < 1:

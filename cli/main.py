@@ -1,14 +1,17 @@
 """`keras-elmo`: command-line entry point.
 
 Every subcommand lives in its own module `cli/<name>.py`, which defines
-`add_parser(subparsers)` (cheap: no TensorFlow import) and `run(args)` (checks its
-arguments, then imports TensorFlow through `keras_elmo.cli.tensorflow_start.import_tensorflow` if it
-needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`) become one
-line on stderr and exit code 2, never a traceback. An error that says how to go on once its
-cause is fixed carries its own exit code: a storage fault (`StorageError`: full disk, quota,
-read-only, permission; `keras_elmo.process.storage_errors`) and a lost worker of a
-multi-worker run (`WorkerLostError`) and a model download a rerun may finish
-(`keras_elmo.pretrained`) exit 75 (`EX_TEMPFAIL`), with nothing half-written left.
+`add_parser(subparsers)` (cheap: no TensorFlow or Keras import) and `run(args)` (checks its
+arguments, then starts Keras' backend (`keras_elmo.cli.keras_start`: `embed` and `neighbors`
+run on TensorFlow, JAX or PyTorch; `train`, `export` and `perplexity` need TensorFlow) if it
+needs it, then does the work). User errors (`ValueError`, `FileNotFoundError`, `OSError`, and
+`MissingPackageError`: TensorFlow or the backend not installed, the message naming the
+extra that installs it) become one line on stderr and exit code 2, never a traceback. An
+error that says how to go on once its cause is fixed carries its own exit code: a storage
+fault (`StorageError`: full disk, quota, read-only, permission;
+`keras_elmo.process.storage_errors`) and a lost worker of a multi-worker run
+(`WorkerLostError`) and a model download a rerun may finish (`keras_elmo.pretrained`) exit
+75 (`EX_TEMPFAIL`), with nothing half-written left.
 A storage fault that no writer named (TensorFlow's or HDF5's own error) is one line and 75
 too.
 
@@ -31,6 +34,7 @@ import signal
 import sys
 import threading
 
+from keras_elmo.process.keras_backend import MissingPackageError
 from keras_elmo.process.storage_errors import StorageError, storage_errno
 from keras_elmo.cli.tensorflow_start import set_start_defaults
 
@@ -123,7 +127,9 @@ def build_parser():
     (`AnyOrderParser`)."""
     parser = AnyOrderParser(
         prog="keras-elmo",
-        description="Train, convert, export and use ELMo biLMs (TensorFlow 2 / Keras 3).")
+        description="Train, convert, export and use ELMo biLMs (Keras 3: embed and neighbors "
+                    "on TensorFlow, JAX or PyTorch; train, perplexity and export on "
+                    "TensorFlow).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         try:
@@ -160,7 +166,7 @@ def main(argv=None):
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError, OSError) as error:
+    except (ValueError, FileNotFoundError, OSError, MissingPackageError) as error:
         print(f"keras-elmo {args.command}: error: {error}", file=sys.stderr)
         return getattr(error, "exit_code", 2)
     except Exception as error:  # noqa: BLE001 - only storage faults, the rest re-raised

@@ -8,7 +8,9 @@ Example:
     keras-elmo neighbors runs/pd_raw_jieba --corpus raw_heldout.txt "他在会上发言。" --word 会上
 """
 
-from keras_elmo.cli.tensorflow_start import import_tensorflow
+import sys
+
+from keras_elmo.cli.keras_start import check_keras, start_keras
 from keras_elmo.cli.model_args import add_model_arguments, model_files
 from keras_elmo.cli.path_checks import TOKENS, check_text_inputs
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
@@ -76,6 +78,7 @@ def run(args):
     check_text_inputs([args.corpus], "corpus file",
                       no_text=f"corpus {args.corpus} has no tokens (expected one tokenised "
                               "sentence per line).")
+    check_keras("neighbors")  # before a model is downloaded
     files = model_files(args)
     vocab = args.vocab or files.vocab_file
     if vocab is not None:
@@ -84,7 +87,7 @@ def run(args):
     tokens = tokenize([args.sentence], tokenizer)[0]
     find_word(tokens, args.word, args.occurrence)
 
-    import_tensorflow()
+    backend = start_keras("neighbors")  # KERAS_BACKEND: TensorFlow, JAX or PyTorch
     from keras_elmo.models.loading import load_bilm
     from keras_elmo.embedding.loaders import load_token_cache
     from keras_elmo.embedding.neighbors import find_neighbors
@@ -92,6 +95,9 @@ def run(args):
     bilm = load_bilm(files)
     bilm.trainable = False  # embedding only (see keras_elmo.embedding.token_cache)
     cache = load_token_cache(bilm, vocab) if vocab else None
+    if not args.no_progress:  # once the model loaded: an error stays one line
+        print(f"keras-elmo neighbors: {backend}; tokenizer {tokenizer}", file=sys.stderr,
+              flush=True)
     result = find_neighbors(bilm, args.corpus, tokens, args.word, layer=args.layer,
                             k=args.top, occurrence=args.occurrence,
                             batch_size=args.batch_size, max_sentences=args.max_sentences,

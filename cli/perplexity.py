@@ -14,6 +14,7 @@ import json
 import os
 
 from keras_elmo.cli.path_checks import check_text_inputs
+from keras_elmo.cli.keras_start import require_tensorflow_backend
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.cli.tokenizer_option import add_tokenizer_argument, resolve_tokenizer
 
@@ -37,6 +38,7 @@ def add_parser(subparsers):
 
 def run(args):
     """Evaluates and prints the report; returns the exit code."""
+    require_tensorflow_backend("perplexity", "tf.data")
     from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE
     from keras_elmo.training.corpus import expand_corpus
 

@@ -3,9 +3,10 @@
 `vocab` has no model: its default is `whitespace`. `train` keeps the flag in its config
 flags (saved in options.json). `perplexity`, `embed` and `neighbors` default to the tokeniser
 MODEL_DIR was trained with (`"tokenizer"` in its options.json), so a model trained on raw
-Chinese with `--tokenizer jieba` reads raw Chinese in every later command. A bad name or a
-missing jieba is one line on stderr before TF loads; `unicode-script` tokenises in-graph, so
-once it is chosen TensorFlow is imported here (quietly, `keras_elmo.cli.tensorflow_start`).
+Chinese with `--tokenizer jieba` reads raw Chinese in every later command. A bad name, a
+missing jieba or, for `unicode-script`, a missing TensorFlow is one line on stderr before TF
+loads; `unicode-script` tokenises with tensorflow-text, so once it is chosen TensorFlow is
+imported here (quietly, `keras_elmo.cli.tensorflow_start`), whatever Keras' backend.
 
 Example:
     add_tokenizer_argument(parser, from_model=True)
@@ -33,7 +34,8 @@ def add_tokenizer_argument(parser, from_model=True):
 
 
 def resolve_tokenizer(args, model_dir=None):
-    """`args.tokenizer`, else MODEL_DIR's, else `whitespace`; checked (jieba installed)."""
+    """`args.tokenizer`, else MODEL_DIR's, else `whitespace`; checked (jieba, or TensorFlow
+    for `unicode-script`, installed)."""
     tokenizer = _resolve(getattr(args, "tokenizer", None), model_dir)
     if tokenizer == "unicode-script":  # runs TensorFlow ops
         import_tensorflow()

@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 
+from keras_elmo.cli.keras_start import require_tensorflow_backend
 from keras_elmo.cli.tensorflow_start import import_tensorflow
 from keras_elmo.process.cpu_setup import describe_cpu
 from keras_elmo.cli.path_checks import check_text_inputs, check_writable
@@ -85,6 +86,7 @@ def add_parser(subparsers):
 
 def run(args):
     """Builds the config, trains, optionally evaluates; returns the exit code."""
+    require_tensorflow_backend("train", "tf.data, tf.distribute")  # before anything is written
     for name in ("max_steps", "log_every"):
         value = getattr(args, name)
         if value is not None and value < 1:

@@ -8,6 +8,8 @@ reverse.
   the files are found by `keras_elmo.formats.model_files` (no TensorFlow import).
 - `token_cache`: `TokenEmbeddingCache`, tokens -> biLM outputs, the char CNN once per
   distinct token.
+- `traced_bilm`: the biLM's functions as the Keras backend in use runs them (TensorFlow,
+  JAX or PyTorch; the package's only backend-specific code).
 - `bilm_runner`: run a biLM over token lists in packed calls, streaming.
 - `row_packing`: which sentences share a call and a row (back to back, rows nearly full).
 - `embed_file`: `keras-elmo embed` (AllenNLP's `elmo` command layout).

@@ -17,9 +17,10 @@ runs as windows of `max_length` tokens in one call and its vectors come back who
 (`keras_elmo.text.sentence_windows`).
 
 The next call runs in a worker thread while the caller handles the call just returned
-(writes it, reads and tokenises more lines): TensorFlow releases the GIL, so the input and
-output work overlaps the model instead of adding to it. Beside the first call's char CNN a
-second thread prepares the biLSTM's function (`TokenEmbeddingCache.warm_up`).
+(writes it, reads and tokenises more lines): TensorFlow, XLA and PyTorch release the GIL,
+so the input and output work overlaps the model instead of adding to it. Beside the first
+call's char CNN a second thread prepares the biLSTM's function under TensorFlow
+(`TokenEmbeddingCache.warm_up`).
 
 Example:
 >>> runner = BiLMRunner(bilm, batch_size=32)  # doctest: +SKIP

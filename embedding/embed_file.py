@@ -104,7 +104,9 @@ def sentence_mix(num_layers, mix_file=None):
 def mix_sentence(mix, layers):
     """`(L + 1, n, D)` -> `(n, D)`: a built `ScalarMix` over one sentence's layers (its layer
     norm, if any, then uses this sentence's tokens alone)."""
-    return np.asarray(mix(layers[None].astype(np.float32, copy=False)))[0]  # (n, D)
+    from keras import ops
+
+    return ops.convert_to_numpy(mix(layers[None].astype(np.float32, copy=False)))[0]  # (n, D)
 
 
 class _SentenceIndex:

@@ -106,14 +106,17 @@ class ElmoEmbedder:
         self.max_length = check_max_length(max_length)
         self.max_tokens = check_int("max_tokens", max_tokens, optional=True)
         self.tokenizer = resolve_tokenizer(tokenizer, files.options_file)
-        import tensorflow as tf
+        import keras
 
         from keras_elmo.embedding.token_cache import TokenEmbeddingCache
         from keras_elmo.formats.token_cache import read_vocab_file
         from keras_elmo.models.loading import load_bilm
 
-        if dtype == "bfloat16" and not tf.config.list_physical_devices("GPU"):
-            warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
+        if dtype == "bfloat16" and keras.config.backend() == "tensorflow":
+            import tensorflow as tf
+
+            if not tf.config.list_physical_devices("GPU"):
+                warn_if_bfloat16_is_emulated()  # one line where the CPU would emulate it
         self.bilm = load_bilm(files, dtype=dtype)
         self.bilm.trainable = False  # its weights are fixed here (see TokenEmbeddingCache)
         if token_cache is True:

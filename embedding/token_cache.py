@@ -12,9 +12,10 @@ instead of growing with the batch. The outputs equal the char path's,
 `bilm(batch_to_ids(...))`, to float rounding (the tests hold them to 1e-5).
 
 A sentence longer than `max_length` tokens runs as its windows, each a sequence of its own
-in the same call (`keras_elmo.text.sentence_windows`). The traced functions (the char CNN;
-the packed biLSTM for calls of one row and for the rest) are made once per biLM and shared
-by every cache of it. The vectors a cache keeps are those of the biLM's weights when the
+in the same call (`keras_elmo.text.sentence_windows`). The functions that run the model
+(the char CNN; the packed biLSTM), prepared for the Keras backend in use
+(`keras_elmo.embedding.traced_bilm`), are made once per biLM and shared by every cache of
+it. The vectors a cache keeps are those of the biLM's weights when the
 tokens were encoded: a biLM whose weights change afterwards needs a new cache
 (`ElmoEmbedder`, `keras-elmo embed` and `keras-elmo neighbors` make theirs for a biLM they
 load and freeze).
@@ -34,7 +35,7 @@ import numpy as np
 from keras_elmo.formats.token_cache import read_token_embeddings, write_token_embeddings
 from keras_elmo.embedding.empty_tokens import (drop_empty_tokens, is_empty_token,
                                                restore_empty_tokens)
-from keras_elmo.embedding.row_packing import Piece, piece_size, plan_calls
+from keras_elmo.embedding.row_packing import piece_size, plan_calls
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length, num_windows
 from keras_elmo.validation import check_int
 
@@ -48,7 +49,7 @@ DEFAULT_MAX_ENTRIES = 32768
 #: Tokens recomputed by `load(..., verify=True)` to check the file matches the biLM.
 NUM_VERIFIED_TOKENS = 16
 _VERIFY_ATOL = 1e-4
-#: biLM -> its `_TracedBiLM`, shared by every cache of that biLM (held weakly).
+#: biLM -> its `TracedBiLM`, shared by every cache of that biLM (held weakly).
 _TRACED = weakref.WeakKeyDictionary()
 
 
@@ -137,7 +138,7 @@ class TokenEmbeddingCache:
         for start in range(0, len(tokens), self.batch_size):
             chunk = tokens[start:start + self.batch_size]
             ids = self.bilm.batch_to_ids([chunk])  # (1, n, chars) [and word ids (1, n)]
-            out[start:start + len(chunk)] = np.asarray(self._traced.token_vectors(ids))[0]
+            out[start:start + len(chunk)] = self._traced.token_vectors(ids)[0]
         return out
 
     # --- lookups ----------------------------------------------------------------------------
@@ -258,7 +259,7 @@ class TokenEmbeddingCache:
             dict with `"layers"` float32 `(batch, L + 1, max_len, 2 * projection_dim)` and
             `"mask"` bool `(batch, max_len)` (tensors).
         """
-        import tensorflow as tf
+        from keras import ops
 
         layers = self.layers(sentences, max_length)
         max_len = max((len(s) for s in sentences), default=0)
@@ -268,7 +269,7 @@ class TokenEmbeddingCache:
         for row, found in enumerate(layers):
             dense[row, :, :found.shape[1]] = found
             mask[row, :found.shape[1]] = [not is_empty_token(t) for t in sentences[row]]
-        return {"layers": tf.convert_to_tensor(dense), "mask": tf.convert_to_tensor(mask)}
+        return {"layers": ops.convert_to_tensor(dense), "mask": ops.convert_to_tensor(mask)}
 
     # --- file -------------------------------------------------------------------------------
     def save(self, path):
@@ -306,96 +307,10 @@ class TokenEmbeddingCache:
         return cache
 
 
-class _TracedBiLM:
-    """A biLM's traced functions for the cache: `token_vectors(ids)` (the token encoder,
-    float32 out) and `packed_layers(vectors, rows)` (the biLSTM over rows of sentences
-    packed back to back, `BiLM.layers_from_packed_token_embeddings`).
-
-    The packed biLSTM runs one function for calls of one row and one for calls of several,
-    each traced once for every shape: the one-row function holds only the one-row loop
-    (`ResidualBiLSTM` chooses its loop from the batch size traced). No autograph: the
-    model's control flow is TensorFlow ops already. The biLM is held weakly (`_TRACED` is
-    keyed by it).
-    """
-
-    def __init__(self, bilm):
-        import tensorflow as tf
-
-        model = weakref.ref(bilm)
-        self.num_output_layers, self.output_dim = bilm.num_output_layers, bilm.output_dim
-        chars, dim = bilm.options.max_characters_per_token, bilm.options.projection_dim
-        self.projection_dim = dim
-
-        def token_vectors(ids):  # char ids, or a word model's dict
-            return tf.cast(model().token_embeddings(ids), tf.float32)  # (batch, T, P)
-
-        def packed(vectors, mask, starts, boundaries):
-            return model().layers_from_packed_token_embeddings(vectors, mask, starts,
-                                                               boundaries)
-
-        ids_spec = tf.TensorSpec([None, None, chars], tf.int32)
-        if bilm.word_embedder is not None:
-            ids_spec = {"char_ids": ids_spec, "word_ids": tf.TensorSpec([None, None], tf.int32)}
-        self.token_vectors = tf.function(token_vectors, input_signature=[ids_spec],
-                                         autograph=False)
-
-        def packed_function(rows):
-            return tf.function(packed, autograph=False, input_signature=[
-                tf.TensorSpec([rows, None, dim], tf.float32),
-                tf.TensorSpec([rows, None], tf.bool), tf.TensorSpec([rows, None], tf.bool),
-                tf.TensorSpec([2, dim], tf.float32)])
-
-        self._one_row, self._rows = packed_function(1), packed_function(None)
-        self._boundary_ids = bilm.boundary_token_ids()
-
-    def warm_up(self, rows):
-        """Traces the packed function a call of `rows` rows runs, and runs it once on a
-        tiny input: TensorFlow prepares a function's graph at its first call, whatever the
-        shapes (`BiLMRunner` does this beside the first call's char CNN)."""
-        size = 1 if rows == 1 else 2
-        steps = 2 * piece_size(Piece(0, 0, 1))  # two one-token sentences per row
-        starts = np.zeros((size, steps), bool)
-        starts[:, ::steps // 2] = True
-        self.packed(np.zeros((size, steps, self.projection_dim), np.float32),
-                    np.ones((size, steps), bool), starts)
-
-    def packed(self, vectors, mask, starts):
-        """`packed_layers` of a call already laid out: float32 numpy `(R, S, P)` token
-        vectors, bool `(R, S)` mask and sequence starts."""
-        function = self._one_row if len(mask) == 1 else self._rows
-        # The frame's vectors by the traced token encoder (the weights as they are now),
-        # so the biLSTM's function holds no copy of the token encoder's graph.
-        boundaries = self.token_vectors(self._boundary_ids)[0]  # (2, P)
-        return np.asarray(function(vectors, mask, starts, boundaries))
-
-    def packed_layers(self, vectors, rows):
-        """float32 numpy `(R, L + 1, S, 2P)` of one call.
-
-        Args:
-            vectors: per sentence its token vectors, float32 `(n, P)`.
-            rows: the call's rows, each a list of `Piece`s (their `sentence` indexes
-                `vectors`), in row order.
-        """
-        steps = max((sum(piece_size(p) for p in row) for row in rows), default=0)
-        if not steps:  # nothing to run
-            return np.zeros((len(rows), self.num_output_layers, 0, self.output_dim), np.float32)
-        packed = np.zeros((len(rows), steps, self.projection_dim), np.float32)
-        mask = np.zeros((len(rows), steps), bool)
-        starts = np.zeros((len(rows), steps), bool)
-        for row, pieces in enumerate(rows):
-            offset = 0
-            for piece in pieces:  # `<S>` at offset, the tokens, then `</S>`
-                size = piece_size(piece)
-                packed[row, offset + 1:offset + size - 1] = \
-                    vectors[piece.sentence][piece.start:piece.stop]
-                starts[row, offset] = True
-                offset += size
-            mask[row, :offset] = True
-        return self.packed(packed, mask, starts)
-
-
 def _traced(bilm):
-    """The biLM's `_TracedBiLM`, made on first use."""
+    """The biLM's `TracedBiLM`, made on first use."""
+    from keras_elmo.embedding.traced_bilm import TracedBiLM  # imports Keras
+
     if bilm not in _TRACED:
-        _TRACED[bilm] = _TracedBiLM(bilm)
+        _TRACED[bilm] = TracedBiLM(bilm)
     return _TRACED[bilm]

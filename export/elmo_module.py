@@ -45,7 +45,8 @@ from keras_elmo import constants
 from keras_elmo.layers.token_compaction import (compaction_order, restoring_order,
                                                 take_positions)
 from keras_elmo.models.bilm import BiLM
-from keras_elmo.text.characters import tf_ragged_char_ids, tf_token_char_ids, token_mask
+from keras_elmo.text.characters import token_mask
+from keras_elmo.text.string_char_ids import tf_ragged_char_ids, tf_token_char_ids
 
 from keras_elmo.text.sentence_windows import (DEFAULT_MAX_LENGTH, check_max_length,
                                               join_windows, split_windows)

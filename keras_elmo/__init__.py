@@ -36,6 +36,7 @@ _PUBLIC = {
     "CharCNNEmbedder": "keras_elmo.layers.char_cnn_embedder",
     "ElmoEmbedder": "keras_elmo.embedding.embedder",
     "ElmoLayer": "keras_elmo.models.elmo_layer",
+    "ElmoPreprocessor": "keras_elmo.models.elmo_preprocessor",
     "Highway": "keras_elmo.layers.highway",
     "LSTMProjectionCell": "keras_elmo.layers.lstm_projection_cell",
     "ResidualBiLSTM": "keras_elmo.layers.residual_bilstm",

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
-from keras_elmo.text.characters import (batch_to_ids, tf_padded_char_ids, tf_token_char_ids,
-                                   token_to_char_ids)
+from keras_elmo.text.characters import batch_to_ids, token_to_char_ids
+from keras_elmo.text.string_char_ids import tf_padded_char_ids, tf_token_char_ids
 
 MAX = 50
 # Shifted special ids: BOW 259, EOW 260, pad 261, BOS 257, EOS 258.

@@ -244,7 +244,7 @@ def test_runners_of_one_bilm_share_one_trace(model, text_file, tmp_path):
     for size in (2, 3):
         embed_file(bilm, text_file, str(tmp_path / f"o{size}.hdf5"), batch_size=size,
                    progress=False)
-    assert traced.token_vectors.experimental_get_tracing_count() == 1
+    assert traced._token_vectors.experimental_get_tracing_count() == 1
     # one trace of the biLSTM for batches of several rows; the one-row one never made
     assert traced._rows.experimental_get_tracing_count() == 1
     assert traced._one_row.experimental_get_tracing_count() == 0

@@ -130,7 +130,7 @@ def test_the_plain_loop_in_chunks_of_steps_gives_the_same_outputs_and_gradients(
     time; with 2 rows, chunks of 1 and of 3 steps (the last one shorter): the numbers and
     the autodiff gradients of the independent loop, and a stateful encoder carries the same
     states."""
-    from keras_elmo.layers import residual_bilstm
+    from keras_elmo.backend.tensorflow import lstm_loop as residual_bilstm
 
     monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)
     encoder = keras_elmo.ResidualBiLSTM(units=6, projection_dim=4, num_layers=2)

@@ -153,7 +153,7 @@ def test_a_one_row_batch_takes_its_own_products_with_the_reference_numbers(
     gates or several (the last one shorter)."""
     import tensorflow as tf
 
-    from keras_elmo.layers import residual_bilstm
+    from keras_elmo.backend.tensorflow import lstm_loop as residual_bilstm
 
     monkeypatch.setattr(residual_bilstm, "GATE_COLUMNS", gate_columns)
     options = weight_fixtures.make_options(cell_clip=0.5, proj_clip=0.3)

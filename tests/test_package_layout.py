@@ -85,8 +85,9 @@ def test_each_layer_imports_only_lower_layers(folder, package):
 #: The folders of `keras_elmo/`, lowest first: a folder imports only from those before it
 #: (and `keras_elmo.constants`). `text` and `process` know nothing of the model, `formats`
 #: reads and writes the layers' weights without importing them, `pretrained` fetches the
-#: published models' files (checked with `formats`), `models` assembles layers.
-INNER = ["process", "text", "formats", "pretrained", "layers", "models"]
+#: published models' files (checked with `formats`), `backend` holds what differs between
+#: Keras' backends (it knows no layer), `models` assembles layers.
+INNER = ["process", "text", "formats", "pretrained", "backend", "layers", "models"]
 
 
 def test_keras_elmo_folders_import_only_lower_folders():

@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from keras_elmo.formats.options import BiLMOptions
-from keras_elmo.layers import char_cnn_embedder
-from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder, unique_rows
+from keras_elmo.backend import tensorflow as tensorflow_backend
+from keras_elmo.backend.tensorflow import unique_rows
+from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
 from keras_elmo.text.characters import batch_to_ids
 
 
@@ -46,7 +47,7 @@ def test_a_key_collision_never_merges_distinct_rows(monkeypatch, weights):
     """With weights that give distinct rows equal keys (all zeros: every row; all ones:
     rows with the same ids in another order), the check sees the collision and no row is
     merged."""
-    monkeypatch.setattr(char_cnn_embedder, "_row_key_weights", lambda n: weights)
+    monkeypatch.setattr(tensorflow_backend, "_row_key_weights", lambda n: weights)
     ids = near_duplicates()
     swapped = ids[0].copy()
     swapped[[1, 2]] = swapped[[2, 1]]  # same ids, other order: same sum under ones
@@ -66,7 +67,7 @@ def test_encoder_output_is_unchanged_by_a_collision(monkeypatch):
     embedder = CharCNNEmbedder.from_options(BiLMOptions.tiny())
     ids = batch_to_ids([["a", "cat", "a", "tac"], ["cat", "dogs"]])
     expected = embedder(ids).numpy()
-    monkeypatch.setattr(char_cnn_embedder, "_row_key_weights", lambda n: np.ones((n, 2)))
+    monkeypatch.setattr(tensorflow_backend, "_row_key_weights", lambda n: np.ones((n, 2)))
     np.testing.assert_allclose(embedder(ids).numpy(), expected, rtol=1e-6, atol=1e-6)
 
 

@@ -18,8 +18,8 @@ that is used later. Steps, all inside tf.data:
    with a token budget (`bucket_by_sequence_length`): `sentences * padded_length <=
    batch_tokens`, at most `batch_size` sentences, padded to the batch's longest sentence
    (to the bucket's longest possible one when `jit_compile`: fewer shapes to compile);
-5. tokens become char ids (`keras_elmo.text.characters.tf_padded_char_ids`, padding rows all zero)
-   and vocabulary ids (out-of-vocabulary -> `<UNK>`).
+5. tokens become char ids (`keras_elmo.text.string_char_ids.tf_padded_char_ids`, padding
+   rows all zero) and vocabulary ids (out-of-vocabulary -> `<UNK>`).
 
 Example:
 >>> dataset = make_dataset(["train.txt"], vocab, config, epoch=0)
@@ -30,7 +30,7 @@ Example:
 import tensorflow as tf
 
 from keras_elmo import constants
-from keras_elmo.text.characters import tf_padded_char_ids
+from keras_elmo.text.string_char_ids import tf_padded_char_ids
 from keras_elmo.text.vocabulary_lookup import VocabularyLookup
 from keras_elmo.text.tokenizers import IN_GRAPH_TOKENIZERS, is_in_graph
 from keras_elmo.training.segmented_corpus import segment_files

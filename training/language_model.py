@@ -29,7 +29,7 @@ Example:
 import keras
 import tensorflow as tf
 
-from keras_elmo.layers.char_cnn_embedder import in_xla_function
+from keras_elmo.backend.tensorflow import in_xla_function
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.text.characters import token_mask
 from keras_elmo.training.softmax import SharedSoftmax

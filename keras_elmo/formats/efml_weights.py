@@ -165,16 +165,16 @@ def load_efml_weights(bilm, model):
         if not np.all(np.isfinite(array)):
             raise EFMLModelError(f"{where} holds non-finite values (NaN or inf); expected "
                                  "finite weights.")
-    import tensorflow as tf
+    from keras import ops
 
     # The arrays are mostly views of the files (`read_torch_state_dict` maps them): each is
     # copied into the process once, one at a time, so loading holds about one copy of the
-    # model, in its variables.
+    # model, in its variables. `keras.ops` converts it for any backend.
     while assignments:
         _, variable, array = assignments.pop(0)
-        value = tf.convert_to_tensor(np.ascontiguousarray(array, np.float32))
+        value = ops.convert_to_tensor(np.ascontiguousarray(array, np.float32))
         del array
-        variable.assign(tf.cast(value, variable.dtype))
+        variable.assign(ops.cast(value, variable.dtype))
         del value
 
 

@@ -163,11 +163,18 @@ def _assign_rows(variable, read_rows, transposed=False):
 def _write(variable, value):
     """`variable = value` (an aligned float32 array of the variable's shape, not used after).
 
-    A variable of zeros (a biLM built with `zero_init=True`) gets the values added in its
-    own buffer, so the process holds one copy of the model (docs/performance.md, "Memory");
+    A reduced-precision variable gets the values rounded to its dtype. Under TensorFlow, a
+    variable of zeros (a biLM built with `zero_init=True`) gets the values added in its own
+    buffer, so the process holds one copy of the model (docs/performance.md, "Memory");
     values holding a subnormal or a -0.0, which `0 + x` would change, are assigned instead.
-    A reduced-precision variable gets the values rounded to its dtype.
+    Under JAX and PyTorch the value is assigned (`keras.ops` converts it; no TensorFlow).
     """
+    import keras
+
+    if keras.config.backend() != "tensorflow":
+        variable.assign(value if variable.dtype == "float32"
+                        else keras.ops.cast(value, variable.dtype))
+        return
     import tensorflow as tf
 
     target = getattr(variable, "value", variable)  # a Keras variable's tf.Variable

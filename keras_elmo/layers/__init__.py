@@ -7,12 +7,13 @@
     word_embedding.py          `WordEmbedding`: a vocabulary model's word ids -> their share
                                of the token vectors (section 10)
     lstm_projection_cell.py    `LSTMProjectionCell`: the weights and one step of one LSTM
-    residual_bilstm.py         `ResidualBiLSTM`: the loop; two stacks of cells (section 3)
-    lstm_sequence_gradient.py  the training loop whose backward pass is written by hand
+    residual_bilstm.py         `ResidualBiLSTM`: two stacks of cells (section 3); its time
+                               loop is each backend's (`keras_elmo.backend`)
     scalar_mix.py              `ScalarMix`: gamma * sum_j softmax(s)_j h_j (section 5)
 
 Importing this package registers every layer with Keras. Layers know nothing of training,
-files or export.
+files or export, and are written in `keras.ops`: what differs between Keras' backends
+(TensorFlow, JAX, PyTorch) comes from `keras_elmo.backend`.
 """
 
 from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder

@@ -1,11 +1,9 @@
 """`CharCNNEmbedder`: ELMo's context-insensitive token encoder (docs/model.md section 2)."""
 
 import keras
-import numpy as np
-import tensorflow as tf
 from keras import ops
 
-from keras_elmo import constants
+from keras_elmo import backend, constants
 from keras_elmo.text.characters import token_mask
 from keras_elmo.layers.highway import Highway
 from keras_elmo.formats.options import BiLMOptions
@@ -15,8 +13,6 @@ _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
 #: (same numbers, a bounded largest buffer, no slower on CPU).
 MAX_CONV_FILTERS = 128
-#: Seed of the weights of `unique_rows`' row keys (any fixed weights give exact results).
-_KEY_SEED = 20260
 #: Shape classes of the convolutions (dynamic shapes only): the char positions convolved
 #: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
 #: oneDNN keeps a compiled primitive for every convolution shape it has run: with exact
@@ -30,68 +26,29 @@ CONV_POSITION_STEP = 8
 IMPLEMENTATIONS = ("auto", "distinct_tokens", "every_position")
 
 
-def in_xla_function():
-    """True while a function compiled with XLA (`tf.function(jit_compile=True)`) is traced."""
-    return tf.__internal__.get_enclosing_xla_context() is not None
-
-
-def unique_rows(ids):
-    """The distinct rows of a char-id matrix, exactly: `ids == rows[positions]`.
-
-    `(n, chars)` int32 -> `rows` `(U, chars)` in order of first occurrence and
-    `positions` `(n,)` int32. Each row gets a 64-bit key, the bits of two float32 weighted
-    sums of its ids (one `(n, chars) x (chars, 2)` product), and `tf.unique` groups equal
-    keys: it has a GPU kernel, where TensorFlow's row-wise `UniqueV2` runs on the CPU only.
-    Equal rows always get equal keys; distinct rows sharing a key (a collision, which the
-    random weights make very unlikely) are caught by comparing every row with its group's
-    first row, and then every row is its own group: distinct rows never merge.
-    """
-    ids = tf.convert_to_tensor(ids, tf.int32)
-    num_chars = int(ids.shape[-1])
-    weights = tf.constant(_row_key_weights(num_chars), tf.float32)  # (chars, 2)
-    sums = tf.matmul(tf.cast(ids, tf.float32), weights)  # (n, 2)
-    keys, positions = tf.unique(tf.bitcast(sums, tf.int64))  # (U,), (n,)
-    num_rows = tf.shape(ids)[0]
-    first = tf.math.unsorted_segment_min(tf.range(num_rows), positions,
-                                         tf.shape(keys)[0])  # (U,): each key's first row
-    exact = tf.reduce_all(tf.equal(tf.gather(ids, tf.gather(first, positions)), ids))
-    return tf.cond(exact, lambda: (tf.gather(ids, first), positions),
-                   lambda: (ids, tf.range(num_rows)))
-
-
 def conv_row_class(rows):
-    """`rows` (an int32 scalar >= 1) rounded up to its convolution shape class: a multiple
-    of 8 up to 64 rows, of 32 above (at most 7 or 31 padding rows)."""
-    step = tf.where(rows > 64, 32, 8)
+    """`rows` (an int, or an int32 scalar tensor, >= 1) rounded up to its convolution shape
+    class: a multiple of 8 up to 64 rows, of 32 above (at most 7 or 31 padding rows)."""
+    if isinstance(rows, int):
+        step = 32 if rows > 64 else 8
+    else:
+        step = ops.where(rows > 64, 32, 8)
     return (rows + step - 1) // step * step
-
-
-def _row_key_weights(num_chars):
-    """The fixed random weights of `unique_rows`' keys, `(num_chars, 2)`."""
-    return np.random.default_rng(_KEY_SEED).uniform(0.5, 1.0, (num_chars, 2))
 
 
 def check_char_id_range(ids, num_characters=constants.NUM_CHARACTERS):
     """Refuses char ids outside `[0, num_characters - 1]` (`[0, 261]` for a byte model; a
     negative id would index the table from its end).
 
-    Eager: a `ValueError` quoting the smallest and largest id received. Traced (Keras
-    functional model, tf.function, SavedModel): an assertion op that fails the call with
-    the same words.
+    Eager: a `ValueError` quoting the smallest and largest id received. Traced: on
+    TensorFlow (Keras functional model, tf.function, SavedModel) an assertion op that fails
+    the call with the same words; on JAX the same error when the compiled call runs.
     """
     max_id = num_characters - 1
     source = ("keras_elmo.batch_to_ids" if num_characters == constants.NUM_CHARACTERS
               else "keras_elmo.text.token_vocabulary")
     message = f"char ids must be in [0, {max_id}] (shifted ids, 0 = no token; see {source})"
-    if tf.executing_eagerly():
-        if int(tf.size(ids)) == 0:
-            return
-        low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
-        if low < 0 or high > max_id:
-            raise ValueError(f"{message}; received ids from {low} to {high}.")
-        return
-    tf.debugging.assert_greater_equal(ids, 0, message=message)
-    tf.debugging.assert_less_equal(ids, max_id, message=message)
+    backend.check_id_range(ids, max_id, message)
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -121,8 +78,9 @@ class CharCNNEmbedder(keras.layers.Layer):
               positions some token uses (shapes depend on the values);
             - `"every_position"`: every position over all its char ids (shapes follow from
               the input's, as XLA needs);
-            - `"auto"` (default): `"every_position"` inside an XLA-compiled function
-              (`jit_compile`), `"distinct_tokens"` elsewhere.
+            - `"auto"` (default): `"every_position"` inside a function compiled with
+              fixed shapes (TensorFlow's `jit_compile`, JAX's `jit`, which Keras' `fit`
+              and `predict` use on JAX), `"distinct_tokens"` elsewhere.
         zero_init: bool, create the weights a published weight file holds as zeros instead
             of drawing them, for an encoder a file fills next (`BiLM.from_weights`); how
             this object is built, not in the config.
@@ -233,20 +191,20 @@ class CharCNNEmbedder(keras.layers.Layer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
         return "zeros" if self._zero_init else initializer
 
-    def resolve_implementation(self):
-        """What a call encodes (`implementation`, "auto" resolved); a ValueError where
-        `"distinct_tokens"` cannot compile (XLA)."""
-        xla = in_xla_function()
+    def resolve_implementation(self, inputs=None):
+        """What a call on `inputs` encodes (`implementation`, "auto" resolved); a ValueError
+        where `"distinct_tokens"` cannot compile (XLA: fixed shapes)."""
+        fixed = backend.needs_static_shapes(inputs)
         if self.implementation == "auto":
-            return "every_position" if xla else "distinct_tokens"
-        if self.implementation == "distinct_tokens" and xla:
+            return "every_position" if fixed else "distinct_tokens"
+        if self.implementation == "distinct_tokens" and fixed:
             raise ValueError("implementation='distinct_tokens' has shapes XLA cannot compile; "
-                             "received a call inside a jit_compile function (use "
-                             "'every_position' or 'auto').")
+                             "received a call inside a jit_compile function or jax.jit "
+                             "(fixed shapes; use 'every_position' or 'auto').")
         return self.implementation
 
     def call(self, inputs, training=None):
-        static_shapes = self.resolve_implementation() == "every_position"
+        static_shapes = self.resolve_implementation(inputs) == "every_position"
         ids = ops.cast(inputs, "int32")
         check_char_id_range(ids, self.num_characters)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
@@ -257,7 +215,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         if static_shapes:
             positions = ops.arange(ops.shape(flat_ids)[0], dtype="int32")  # (batch*T,)
         else:
-            flat_ids, positions = unique_rows(flat_ids)  # (U, chars), (batch*T,)
+            flat_ids, positions = backend.unique_rows(flat_ids)  # (U, chars), (batch*T,)
         # At least one extra all-padding row, never gathered: TensorFlow's conv returns its
         # input unchanged for an empty batch, so a batch of 0 rows must never reach it.
         rows = ops.shape(flat_ids)[0] + 1

@@ -1,8 +1,9 @@
 """`LSTMProjectionCell`: one LSTM-with-projection layer of one direction (docs/model.md section 3).
 
-The cell owns the weights and the one definition of a time step (`step_values`), which the
-plain loop of `ResidualBiLSTM` and the hand-written training loop of
-`keras_elmo.layers.lstm_sequence_gradient` both run. Each weight has one home, its variable:
+The cell owns the weights and the one definition of a time step (`step_values`, in
+`keras.ops`), which every backend's loop of `ResidualBiLSTM` (`keras_elmo.backend`) and
+TensorFlow's hand-written training loop (`keras_elmo.backend.tensorflow.sequence_gradient`)
+run. Each weight has one home, its variable:
 no copy of a kernel in another layout is kept, so whatever changes a variable changes what
 the cell computes.
 
@@ -14,38 +15,14 @@ reads a kernel in its stored order. docs/model.md section 3 says why this layout
 `keras_elmo.formats` converts it to and from every file layout.
 """
 
-import collections
-
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_elmo import constants
+from keras_elmo import backend, constants
+from keras_elmo.backend.lstm_types import StepKernels, StepValues
 from keras_elmo.process.cpu_setup import one_row_transposes_pay
 
-#: What one step computes: the new state `(h, c)` and the values a hand-written backward
-#: pass needs: the gate pre-activations `z` `(4U, batch)`, the memory before its clip
-#: `c_raw` `(U, batch)` and the projection before its clip `h_raw` `(P, batch)`.
-StepValues = collections.namedtuple("StepValues", ["h", "c", "z", "c_raw", "h_raw"])
-
-#: The two kernels a step reads, as tensors: `W_h` `(4U, P)` and `W_p` `(P, U)` as stored,
-#: or `W_h` `(P, 4U)` transposed in the call (`recurrent_in_out`, `step_kernels`).
-StepKernels = collections.namedtuple("StepKernels",
-                                     ["recurrent", "projection", "recurrent_in_out"],
-                                     defaults=[False])
-
-
-def _product(kernel, x, one_row=False, in_out=False):
-    """`W @ x` of a kernel `W` `(out, in)` (or given as its transpose `(in, out)`, `in_out`),
-    feature-major `x` `(in, batch)` -> `(out, batch)`.
-
-    `one_row` (`x` `(in, 1)`): computed as a row `(1, in)` (the same bytes) times the kernel
-    read in its own order, `x^T W^T` (or `x^T W` of the transpose), the faster form at one
-    row.
-    """
-    if not one_row:
-        return tf.matmul(kernel, x, transpose_a=in_out)
-    row = tf.reshape(x, (1, -1))  # (1, in): no copy
-    return tf.reshape(tf.matmul(row, kernel, transpose_b=not in_out), (-1, 1))  # (out, 1)
+__all__ = ["LSTMProjectionCell", "StepKernels", "StepValues"]
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -122,24 +99,24 @@ class LSTMProjectionCell(keras.layers.Layer):
 
     def zero_state(self, batch_size):
         """Zero `(h, c)` for `batch_size` rows: `(projection_dim, batch)`, `(units, batch)`."""
-        return (tf.zeros((self.projection_dim, batch_size), self.compute_dtype),
-                tf.zeros((self.units, batch_size), self.compute_dtype))
+        return (ops.zeros((self.projection_dim, batch_size), self.compute_dtype),
+                ops.zeros((self.units, batch_size), self.compute_dtype))
 
     def input_gates(self, inputs):
         """`W_x x + b` (+`forget_bias` on the forget gate) for all steps at once,
         feature-major: `(input_dim, ...)` -> `(4 * units, ...)`, e.g. `(input_dim, T, batch)`
         -> `(4U, T, batch)`; `step` takes one step's `(4U, batch)`."""
-        rest = tf.shape(inputs)[1:]
-        flat = tf.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
-        bias = self.bias
+        rest = tuple(ops.shape(inputs)[1:])
+        flat = ops.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
+        bias = ops.convert_to_tensor(self.bias)
         if self.forget_bias:  # a Python constant: a bias holding it costs nothing here
-            bias = self.bias + tf.concat(
-                [tf.zeros((self.units,), self.bias.dtype),
-                 tf.fill((self.units,), tf.constant(self.forget_bias, self.bias.dtype)),
-                 tf.zeros((2 * self.units,), self.bias.dtype)], axis=0)  # gates i, f, c, o
-        gates = tf.matmul(self.input_kernel, flat)  # (4U, N)
-        gates = tf.reshape(gates, tf.concat([[constants.NUM_GATES * self.units], rest], 0))
-        return gates + tf.reshape(bias, [-1] + [1] * (len(inputs.shape) - 1))  # (4U, ...)
+            bias = bias + ops.concatenate(
+                [ops.zeros((self.units,), bias.dtype),
+                 ops.full((self.units,), self.forget_bias, bias.dtype),
+                 ops.zeros((2 * self.units,), bias.dtype)], axis=0)  # gates i, f, c, o
+        gates = ops.matmul(self.input_kernel, flat)  # (4U, N)
+        gates = ops.reshape(gates, (constants.NUM_GATES * self.units,) + rest)
+        return gates + ops.reshape(bias, (-1,) + (1,) * (len(inputs.shape) - 1))  # (4U, ...)
 
     def step_kernels(self, one_row=False):
         """The `StepKernels` a loop reads once per call and passes to every step.
@@ -149,11 +126,11 @@ class LSTMProjectionCell(keras.layers.Layer):
         faster than `x^T W^T`, by more than the transpose costs over a sentence. The
         transpose is a tensor of this call, not state: it always follows the variable.
         """
-        recurrent = tf.convert_to_tensor(self.recurrent_kernel)
+        recurrent = ops.convert_to_tensor(self.recurrent_kernel)
         in_out = one_row and self.compute_dtype == "float32" and one_row_transposes_pay()
         if in_out:
-            recurrent = tf.transpose(recurrent)  # (P, 4U)
-        return StepKernels(recurrent, tf.convert_to_tensor(self.projection_kernel), in_out)
+            recurrent = ops.transpose(recurrent)  # (P, 4U)
+        return StepKernels(recurrent, ops.convert_to_tensor(self.projection_kernel), in_out)
 
     def step(self, input_gates, state):
         """One step: returns the new `(h, c)` (see `step_values`)."""
@@ -168,37 +145,37 @@ class LSTMProjectionCell(keras.layers.Layer):
             state: `(h, c)` of shapes `(projection_dim, batch)` and `(units, batch)`.
             kernels: `StepKernels` to read (a loop's, or the tensors the hand-written
                 backward pass differentiates); None: `step_kernels()`.
-            one_row: bool, a batch of one row: products `x^T W^T` (`_product`).
+            one_row: bool, a batch of one row: products `x^T W^T` (TensorFlow's
+                `backend.kernel_product`).
 
         Returns:
             `StepValues`: the new `h`, `c` and the unclipped values of this step.
         """
         h, c = state
         kernels = kernels or self.step_kernels()
-        z = input_gates + _product(kernels.recurrent, h, one_row,
-                                   kernels.recurrent_in_out)  # (4U, batch)
+        z = input_gates + backend.kernel_product(kernels.recurrent, h, one_row,
+                                                 kernels.recurrent_in_out)  # (4U, batch)
         i, f, g, o = self.gate_activations(z)
         c_raw = f * c + i * g  # the forget bias is already in input_gates
         c = self.clip_cell(c_raw)
-        h_raw = _product(kernels.projection, o * tf.tanh(c), one_row)  # (P, batch)
+        h_raw = backend.kernel_product(kernels.projection, o * ops.tanh(c),
+                                       one_row)  # (P, batch)
         return StepValues(self.clip_projection(h_raw), c, z, c_raw, h_raw)
 
     @staticmethod
     def gate_activations(z):
         """`(i, f, g, o)` of gate pre-activations `z` `(..., 4 * units, batch)`, gates i, f,
         c, o as row blocks: sigmoid, sigmoid, tanh, sigmoid; each `(..., units, batch)`."""
-        z_i, z_f, z_c, z_o = tf.split(z, constants.NUM_GATES, axis=-2)
-        return tf.sigmoid(z_i), tf.sigmoid(z_f), tf.tanh(z_c), tf.sigmoid(z_o)
+        z_i, z_f, z_c, z_o = ops.split(z, constants.NUM_GATES, axis=-2)
+        return ops.sigmoid(z_i), ops.sigmoid(z_f), ops.tanh(z_c), ops.sigmoid(z_o)
 
     def clip_cell(self, c):
         """`c` clipped to `[-cell_clip, cell_clip]` (unchanged when `cell_clip` is None)."""
-        return c if self.cell_clip is None else tf.clip_by_value(c, -self.cell_clip,
-                                                                   self.cell_clip)
+        return c if self.cell_clip is None else ops.clip(c, -self.cell_clip, self.cell_clip)
 
     def clip_projection(self, h):
         """`h` clipped to `[-proj_clip, proj_clip]` (unchanged when `proj_clip` is None)."""
-        return h if self.proj_clip is None else tf.clip_by_value(h, -self.proj_clip,
-                                                                   self.proj_clip)
+        return h if self.proj_clip is None else ops.clip(h, -self.proj_clip, self.proj_clip)
 
     def get_config(self):
         config = super().get_config()

@@ -1,19 +1,16 @@
 """`ResidualBiLSTM`: ELMo's contextual encoder, two independent LSTM stacks (section 3)."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_elmo import constants
+from keras_elmo import backend, constants
 from keras_elmo.formats.options import BiLMOptions, as_options
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
-from keras_elmo.layers.lstm_sequence_gradient import run_layer_with_sequence_gradient
 from keras_elmo.layers.sentence_boundaries import sequence_ends
 from keras_elmo.validation import check_choice, check_fraction, check_int
 
-#: Columns (steps x batch rows) of input gates the loop computes at once, per direction: a
-#: long sentence's gates are never all held at once (docs/performance.md).
-GATE_COLUMNS = 1024
-#: The loops a `ResidualBiLSTM` can run (`implementation`), "auto" first.
+#: The loops a `ResidualBiLSTM` can run (`implementation`), "auto" first; on Keras' JAX
+#: and PyTorch backends "auto" and "batched_loop" (`keras_elmo.backend`).
 IMPLEMENTATIONS = ("auto", "sequence_gradient", "batched_loop", "one_row_loop")
 
 
@@ -47,15 +44,16 @@ class ResidualBiLSTM(keras.layers.Layer):
         implementation: the loop each call runs, all giving the same numbers and gradients
             (docs/model.md, "How it runs"):
             - `"sequence_gradient"`: a loop whose backward pass is written by hand for whole
-              sequences (`keras_elmo.layers.lstm_sequence_gradient`), the fastest to
-              differentiate; stateless, without `sequence_starts`.
+              sequences (`keras_elmo.backend.tensorflow.sequence_gradient`), the fastest to
+              differentiate; stateless, without `sequence_starts`; TensorFlow only.
             - `"batched_loop"`: the plain loop, any batch, differentiated by autodiff (also
               inside a SavedModel).
             - `"one_row_loop"`: the plain loop for a batch of one row known when traced,
-              its products `x^T W^T`.
-            - `"auto"` (default): `"sequence_gradient"` when training where it applies,
-              else `"one_row_loop"` for a batch of one row known when traced, else
-              `"batched_loop"`; the same under XLA.
+              its products `x^T W^T`; TensorFlow only.
+            - `"auto"` (default): on TensorFlow `"sequence_gradient"` when training where
+              it applies, else `"one_row_loop"` for a batch of one row known when traced,
+              else `"batched_loop"`; the same under XLA. On JAX and PyTorch
+              `"batched_loop"` (`lax.scan` / a Python loop over the steps).
         zero_init: bool, create the cells' kernels as zeros instead of drawing them, for an
             encoder a weight file fills next (`BiLM.from_weights`); not in the config.
         **kwargs: base layer arguments.
@@ -106,6 +104,10 @@ class ResidualBiLSTM(keras.layers.Layer):
         self.max_batch_size = (check_int("max_batch_size", max_batch_size) if stateful
                                else int(max_batch_size))
         self.implementation = check_choice("implementation", implementation, IMPLEMENTATIONS)
+        if self.implementation not in backend.LOOP_IMPLEMENTATIONS:
+            raise ValueError(f"implementation={self.implementation!r} runs on Keras' "
+                             f"TensorFlow backend only; on {backend.NAME} ResidualBiLSTM runs "
+                             f"{' or '.join(map(repr, backend.LOOP_IMPLEMENTATIONS))}.")
         if self.stateful and self.implementation == "sequence_gradient":
             raise ValueError("implementation='sequence_gradient' runs from zero states; "
                              "received stateful=True (use 'batched_loop' or 'auto').")
@@ -147,8 +149,8 @@ class ResidualBiLSTM(keras.layers.Layer):
     def reset_states(self):
         """Zeroes the carried `(h, c)` of a stateful encoder (no-op when stateless)."""
         if self.stateful and self.built:
-            self.state_h.assign(tf.zeros_like(self.state_h))
-            self.state_c.assign(tf.zeros_like(self.state_c))
+            self.state_h.assign(ops.zeros(self.state_h.shape, self.state_h.dtype))
+            self.state_c.assign(ops.zeros(self.state_c.shape, self.state_c.dtype))
 
     def resolve_implementation(self, training=False, batch_size=None, packed=False):
         """The loop a call runs (`implementation`, "auto" resolved).
@@ -162,10 +164,12 @@ class ResidualBiLSTM(keras.layers.Layer):
             ValueError: the chosen loop does not apply to such a call.
         """
         choice = self.implementation
+        runs = backend.LOOP_IMPLEMENTATIONS
         if choice == "auto":
-            if training and not (self.stateful or packed):
+            if training and not (self.stateful or packed) and "sequence_gradient" in runs:
                 return "sequence_gradient"
-            return "one_row_loop" if batch_size == 1 else "batched_loop"
+            return ("one_row_loop" if batch_size == 1 and "one_row_loop" in runs
+                    else "batched_loop")
         if choice == "sequence_gradient" and packed:
             raise ValueError("implementation='sequence_gradient' knows no sequence starts; "
                              "received a call with sequence_starts (use 'batched_loop' or "
@@ -187,23 +191,26 @@ class ResidualBiLSTM(keras.layers.Layer):
                              "stateless ResidualBiLSTM without skip_boundary_steps; received "
                              f"stateful={self.stateful}, "
                              f"skip_boundary_steps={bool(skip_boundary_steps)}.")
-        inputs = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        inputs = ops.cast(inputs, self.compute_dtype)
         implementation = self.resolve_implementation(bool(training), inputs.shape[0],
                                                      sequence_starts is not None)
-        batch, num_tokens = tf.shape(inputs)[0], tf.shape(inputs)[1]
+        batch, num_tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
         if mask is None:
-            mask = tf.ones((batch, num_tokens), tf.bool)
-        mask = tf.cast(mask, tf.bool)
-        lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # (batch,)
+            mask = ops.ones((batch, num_tokens), "bool")
+        mask = ops.cast(mask, "bool")
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)  # (batch,)
         # With skip_boundary_steps each direction leaves out its last step in its own
         # reading order (the forward `</S>`, the backward `<S>` of the longest rows).
-        num_steps = tf.maximum(num_tokens - 1, 0) if skip_boundary_steps else num_tokens
+        num_steps = num_tokens
+        if skip_boundary_steps:
+            num_steps = (max(num_tokens - 1, 0) if isinstance(num_tokens, int)
+                         else ops.maximum(num_tokens - 1, 0))
         initial = self._initial_states(batch)
         keeps = (None if sequence_starts is None else
-                 _state_keeps(tf.cast(sequence_starts, tf.bool), mask, lengths,
+                 _state_keeps(ops.cast(sequence_starts, "bool"), mask, lengths,
                               self.compute_dtype))
         # Feature-major inside, (features, T, batch): every product is `W @ x`.
-        inputs = tf.transpose(inputs, (2, 1, 0))  # (P, T, batch)
+        inputs = ops.transpose(inputs, (2, 1, 0))  # (P, T, batch)
         # Each direction's layer inputs, in that direction's own reading order.
         layer_inputs = [inputs[:, :num_steps], _reverse(inputs, lengths)[:, :num_steps]]
         keep = self._kept_positions(mask, lengths, num_tokens, skip_boundary_steps)
@@ -213,35 +220,36 @@ class ResidualBiLSTM(keras.layers.Layer):
             dropped = [self._dropout(x, training) for x in layer_inputs]
             if implementation == "sequence_gradient":
                 gates = [cell.input_gates(x) for cell, x in zip(cells, dropped)]  # (4U, S, b)
-                hs, states = run_layer_with_sequence_gradient(cells, gates), None
+                hs, states = backend.run_layer_with_sequence_gradient(cells, gates), None
             else:
-                hs, states = _run_cells(cells, dropped, lengths, initial[layer],
-                                        self.stateful, keeps,
-                                        one_row=implementation == "one_row_loop")
+                hs, states = backend.run_cells(cells, dropped, lengths, initial[layer],
+                                               self.stateful, keeps,
+                                               one_row=implementation == "one_row_loop")
             finals.append(states)
             if self.use_skip_connections and layer > 0:
                 hs = [h + x for h, x in zip(hs, dropped)]
             layer_inputs = hs  # (P, num_steps, batch) each
-            full = [tf.pad(h, [[0, 0], [0, num_tokens - num_steps], [0, 0]]) for h in hs]
+            full = [ops.pad(h, ((0, 0), (0, num_tokens - num_steps), (0, 0))) for h in hs]
             halves = [full[0], _reverse(full[1], lengths)]  # (P, T, batch) each, text order
-            outputs.append(tf.concat([tf.where(k, h, tf.zeros_like(h))
-                                      for k, h in zip(keep, halves)], axis=0))  # (2P, T, b)
+            outputs.append(ops.concatenate([ops.where(k, h, ops.zeros_like(h))
+                                            for k, h in zip(keep, halves)],
+                                           axis=0))  # (2P, T, b)
         if self.stateful:
             self._store_states(finals, batch)
-        return tf.transpose(tf.stack(outputs), (3, 0, 2, 1))  # (batch, num_layers, T, 2P)
+        return ops.transpose(ops.stack(outputs), (3, 0, 2, 1))  # (batch, num_layers, T, 2P)
 
     @staticmethod
     def _kept_positions(mask, lengths, num_tokens, skip_boundary_steps):
         """`[forward, backward]` bool `(1, T, batch)`: where each direction's output is kept
         (real tokens; with skip_boundary_steps not the forward half at each row's last
         position nor the backward half at position 0, whose steps did not run)."""
-        real = tf.transpose(mask)  # (T, batch)
+        real = ops.transpose(mask)  # (T, batch)
         if not skip_boundary_steps:
-            return [real[tf.newaxis], real[tf.newaxis]]
-        positions = tf.range(num_tokens)[:, tf.newaxis]  # (T, 1)
-        forward = positions < lengths[tf.newaxis, :] - 1  # (T, batch)
-        backward = tf.logical_and(real, positions > 0)  # (T, batch)
-        return [forward[tf.newaxis], backward[tf.newaxis]]
+            return [real[None], real[None]]
+        positions = ops.arange(num_tokens, dtype="int32")[:, None]  # (T, 1)
+        forward = positions < lengths[None, :] - 1  # (T, batch)
+        backward = ops.logical_and(real, positions > 0)  # (T, batch)
+        return [forward[None], backward[None]]
 
     def _dropout(self, x, training):
         if training and self.dropout > 0:
@@ -254,22 +262,22 @@ class ResidualBiLSTM(keras.layers.Layer):
         if not self.stateful:
             zeros = self.cells["forward"][0].zero_state(batch)
             return [[zeros] * len(constants.DIRECTIONS) for _ in range(self.num_layers)]
-        tf.debugging.assert_less_equal(
+        backend.check_at_most(
             batch, self.max_batch_size,
-            message=f"stateful ResidualBiLSTM got a batch larger than max_batch_size="
-                    f"{self.max_batch_size}")
-        return [[(tf.transpose(self.state_h[layer, d, :batch]),
-                  tf.transpose(self.state_c[layer, d, :batch]))
+            f"stateful ResidualBiLSTM got a batch larger than max_batch_size="
+            f"{self.max_batch_size}")
+        return [[(ops.transpose(self.state_h[layer, d, :batch]),
+                  ops.transpose(self.state_c[layer, d, :batch]))
                  for d in range(len(constants.DIRECTIONS))] for layer in range(self.num_layers)]
 
     def _store_states(self, finals, batch):
         """Keeps each row's final `(h, c)`, stored batch-major `(L, 2, max_batch, ...)`."""
-        new_h = tf.stack([tf.stack([tf.transpose(s[0]) for s in layer])
-                          for layer in finals])  # (L, 2, b, P)
-        new_c = tf.stack([tf.stack([tf.transpose(s[1]) for s in layer])
-                          for layer in finals])  # (L, 2, b, U)
-        self.state_h.assign(tf.concat([new_h, self.state_h[:, :, batch:]], axis=2))
-        self.state_c.assign(tf.concat([new_c, self.state_c[:, :, batch:]], axis=2))
+        new_h = ops.stack([ops.stack([ops.transpose(s[0]) for s in layer])
+                           for layer in finals])  # (L, 2, b, P)
+        new_c = ops.stack([ops.stack([ops.transpose(s[1]) for s in layer])
+                           for layer in finals])  # (L, 2, b, U)
+        self.state_h.assign(ops.concatenate([new_h, self.state_h[:, :, batch:]], axis=2))
+        self.state_c.assign(ops.concatenate([new_c, self.state_c[:, :, batch:]], axis=2))
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -290,7 +298,7 @@ class ResidualBiLSTM(keras.layers.Layer):
 
 def _reverse(x, lengths):
     """Reverses each sequence of feature-major `x` `(dim, T, batch)` within its own length."""
-    return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
+    return backend.reverse_sequence(x, lengths, seq_axis=1, batch_axis=2)
 
 
 def _state_keeps(starts, mask, lengths, dtype):
@@ -298,82 +306,7 @@ def _state_keeps(starts, mask, lengths, dtype):
     the step (a sequence begins there in its reading order), 1 elsewhere; the backward
     ones in the backward reading order (a backward sequence begins where a forward one
     ends)."""
-    starts = tf.logical_and(starts, mask)  # (batch, T)
-    ends = tf.reverse_sequence(sequence_ends(starts, lengths), lengths, seq_axis=1,
-                               batch_axis=0)
-    return [tf.transpose(1 - tf.cast(begins, dtype)) for begins in (starts, ends)]
-
-
-def _run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps=None,
-               one_row=False):
-    """Runs independent cells over their own inputs in one time loop (plain ops: autodiff
-    differentiates it).
-
-    The input gates are computed `GATE_COLUMNS` columns (steps x rows) at a time, one chunk
-    of steps after the other. `one_row`: a batch of one row, whose chunk of gates is read
-    time-major (a step's gates a contiguous row) and whose products are `x^T W^T`.
-
-    Args:
-        cells: list of `LSTMProjectionCell`.
-        inputs: list of feature-major `(input_dim, T, batch)`, each cell's inputs, real
-            steps first.
-        lengths: int32 `(batch,)`.
-        initial_states: list of `(h, c)`, one per cell, `(P, batch)` and `(U, batch)`.
-        freeze_after_length: keep each row's state fixed after its last real step, so the
-            final state is the one at `lengths - 1` (needed only when state is carried).
-        keeps: None, or per cell a `(T, batch)` factor of the state before each step (0
-            where a new sequence begins in the row: `_state_keeps`).
-        one_row: bool, see above.
-
-    Returns:
-        `(outputs, final_states)`: a list of `(projection_dim, T, batch)` and one of `(h, c)`.
-    """
-    # Read once per call, when this layer's inputs exist (a transpose of `step_kernels` is
-    # then held by one layer at a time).
-    with tf.control_dependencies(inputs[:1] if not tf.executing_eagerly() else []):
-        kernels = [cell.step_kernels(one_row) for cell in cells]
-    num_steps, batch = tf.shape(inputs[0])[1], tf.shape(inputs[0])[2]
-    # steps whose input gates exist at once (a batch of no rows runs its steps one by one)
-    chunk = tf.maximum(GATE_COLUMNS // tf.maximum(batch, 1), 1)
-    outputs = [tf.TensorArray(inputs[0].dtype, size=num_steps,
-                              element_shape=(cell.projection_dim, inputs[0].shape[-1]))
-               for cell in cells]
-
-    def chunk_body(start, states, outputs):
-        stop = tf.minimum(start + chunk, num_steps)
-        gates = [cell.input_gates(x[:, start:stop])
-                 for cell, x in zip(cells, inputs)]  # (4U, stop - start, batch) each
-        if one_row:  # time-major (K, 4U): a step's gates are a row, not a strided gather
-            gates = [tf.transpose(g[..., 0]) for g in gates]
-
-        def step_gates(gate, t):
-            """This step's `(4U, batch)` slice of a chunk's gates."""
-            return tf.reshape(gate[t - start], (-1, 1)) if one_row else gate[:, t - start]
-
-        def step_body(t, states, outputs):
-            new_states, new_outputs = [], []
-            for k, (cell, kernel, gate, state, out) in enumerate(
-                    zip(cells, kernels, gates, states, outputs)):
-                if keeps is not None:  # a new sequence begins here: from a zero state
-                    keep = keeps[k][t][tf.newaxis, :]  # (1, batch)
-                    state = (state[0] * keep, state[1] * keep)
-                h, c = cell.step_values(step_gates(gate, t), state, kernel, one_row)[:2]
-                new_outputs.append(out.write(t, h))
-                if freeze_after_length:
-                    running = (t < lengths)[tf.newaxis, :]  # (1, batch)
-                    h, c = tf.where(running, h, state[0]), tf.where(running, c, state[1])
-                new_states.append((h, c))
-            return t + 1, new_states, new_outputs
-
-        # At most two steps in flight: a step's gate slice is made one step ahead at most.
-        _, states, outputs = tf.while_loop(lambda t, *_: t < stop, step_body,
-                                           (start, states, outputs), parallel_iterations=2)
-        return stop, states, outputs
-
-    # One chunk at a time: the next chunk's gates are not made while this one runs.
-    _, finals, outputs = tf.while_loop(
-        lambda start, *_: start < num_steps, chunk_body,
-        (tf.constant(0), list(initial_states), outputs), parallel_iterations=1)
-    # (T, P, batch) -> (P, T, batch); the reshape keeps the shape when the loop ran no step
-    return [tf.transpose(tf.reshape(o.stack(), (num_steps, cell.projection_dim, batch)),
-                         (1, 0, 2)) for o, cell in zip(outputs, cells)], finals
+    starts = ops.logical_and(starts, mask)  # (batch, T)
+    ends = backend.reverse_sequence(sequence_ends(starts, lengths), lengths, seq_axis=1,
+                                    batch_axis=0)
+    return [ops.transpose(1 - ops.cast(begins, dtype)) for begins in (starts, ends)]

@@ -2,9 +2,9 @@
 section 10)."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from keras_elmo import backend
 from keras_elmo.validation import check_int
 
 
@@ -84,19 +84,11 @@ class WordEmbedding(keras.layers.Layer):
         return ops.matmul(vectors, ops.cast(self.projection_kernel, self.compute_dtype))
 
     def _check_id_range(self, ids):
-        """Refuses ids outside `[0, vocabulary_size]`: a `ValueError` when eager, an
-        assertion op when traced (as `CharCNNEmbedder`'s char ids)."""
+        """Refuses ids outside `[0, vocabulary_size]` (as `CharCNNEmbedder`'s char ids:
+        `keras_elmo.backend.check_id_range`)."""
         message = (f"word ids must be in [0, {self.vocabulary_size}] (shifted ids, 0 = no "
                    "token; see keras_elmo.text.token_vocabulary)")
-        if tf.executing_eagerly():
-            if int(tf.size(ids)) == 0:
-                return
-            low, high = int(tf.reduce_min(ids)), int(tf.reduce_max(ids))
-            if low < 0 or high > self.vocabulary_size:
-                raise ValueError(f"{message}; received ids from {low} to {high}.")
-            return
-        tf.debugging.assert_greater_equal(ids, 0, message=message)
-        tf.debugging.assert_less_equal(ids, self.vocabulary_size, message=message)
+        backend.check_id_range(ids, self.vocabulary_size, message)
 
     def compute_mask(self, inputs, mask=None):
         return ops.not_equal(inputs, 0)

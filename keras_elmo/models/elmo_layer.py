@@ -5,13 +5,15 @@ a weight file, or a fresh one built from options) and adds the task's scalar mix
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_elmo.models.bilm import BiLM
-from keras_elmo.text.characters import tf_padded_char_ids, tf_ragged_char_ids, token_mask
+from keras_elmo import backend
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.scalar_mix import ScalarMix
-from keras_elmo.text.vocabulary_lookup import VocabularyLookup
+from keras_elmo.models.bilm import BiLM
+from keras_elmo.models.string_tokens import (is_string_tensor, string_token_ids,
+                                             string_token_mask)
+from keras_elmo.text.characters import token_mask
 from keras_elmo.validation import check_int
 
 
@@ -41,13 +43,14 @@ class ElmoLayer(keras.layers.Layer):
 
     Call arguments:
         inputs: one of
-            - tf.string `(batch, num_tokens)`, padded with `""`;
-            - tf.string `tf.RaggedTensor` `(batch, (num_tokens))`;
             - int32 char ids `(batch, num_tokens, max_characters_per_token)`
-              from `keras_elmo.batch_to_ids` (`bilm.batch_to_ids`);
-            - a word model's dict `{"char_ids": ..., "word_ids": (batch, num_tokens)}`.
-            A vocabulary model (an ELMoForManyLangs one, `keras_elmo.load_bilm`) takes
-            the string forms too: its `vocabulary` turns them into ids in the graph.
+              from `keras_elmo.batch_to_ids` (`bilm.batch_to_ids`, `ElmoPreprocessor`);
+            - a word model's dict `{"char_ids": ..., "word_ids": (batch, num_tokens)}`;
+            - on Keras' TensorFlow backend also tf.string `(batch, num_tokens)`, padded
+              with `""`, or a tf.string `tf.RaggedTensor` `(batch, (num_tokens))`. A
+              vocabulary model (an ELMoForManyLangs one, `keras_elmo.load_bilm`) takes
+              them too: its `vocabulary` turns them into ids in the graph. On JAX and
+              PyTorch strings go through `keras_elmo.ElmoPreprocessor` first.
         training: bool, enables the mixes' dropout (and the biLM's own dropout only when
             `trainable_bilm`: a frozen biLM always runs in inference mode).
 
@@ -94,13 +97,21 @@ class ElmoLayer(keras.layers.Layer):
         self.supports_masking = True
         self.bilm = bilm
         self.bilm.trainable = self.trainable_bilm
-        # A vocabulary model's string tokens go through its vocabulary's lookup tables.
-        self._lookup = (VocabularyLookup(bilm.vocabulary) if bilm.vocabulary is not None
-                        else None)
+        # A vocabulary model's string tokens go through its vocabulary's lookup tables
+        # (TensorFlow's: only its backend takes strings).
+        self._lookup = None
+        if bilm.vocabulary is not None and backend.NAME == "tensorflow":
+            from keras_elmo.text.vocabulary_lookup import VocabularyLookup
+
+            self._lookup = VocabularyLookup(bilm.vocabulary)
         self.scalar_mixes = [
             ScalarMix(do_layer_norm=self.do_layer_norm, dropout=self.dropout,
                       l2_coef=self.l2_coef, name=f"scalar_mix_{i}", dtype=self.dtype_policy)
             for i in range(num_output_representations)]
+        # Every weight exists once the mixes are built (the biLM is): built now, the layer
+        # works where a call has not built it, as JAX's `stateless_call` and a torch
+        # optimizer over `parameters()`.
+        self.build()
 
     @property
     def options(self):
@@ -141,41 +152,39 @@ class ElmoLayer(keras.layers.Layer):
     def build(self, input_shape=None):
         layers_shape = (None, self.bilm.num_output_layers, None, self.bilm.output_dim)
         for mix in self.scalar_mixes:
-            mix.build(layers_shape)
+            if not mix.built:  # built in __init__: a later build() changes nothing
+                mix.build(layers_shape)
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Before Keras converts the inputs: its own error for strings says nothing of ours.
+        if backend.NAME != "tensorflow" and holds_strings(inputs):
+            raise ValueError(f"ElmoLayer takes char ids on Keras' {backend.NAME} backend; "
+                             "received string tokens: turn them into ids first with "
+                             "keras_elmo.ElmoPreprocessor (preprocessor(tokens) -> ids), or "
+                             "bilm.batch_to_ids(sentences).")
+        return super().__call__(inputs, *args, **kwargs)
 
     def model_inputs(self, inputs):
         """What the held biLM takes, for any accepted input form: char ids `(batch, T,
         max_chars)`, or a word model's `{"char_ids": ..., "word_ids": (batch, T)}`."""
         if isinstance(inputs, dict):
-            return {key: tf.cast(value, tf.int32) for key, value in inputs.items()}
-        if self.options.char_vocabulary and (isinstance(inputs, tf.RaggedTensor) or (
-                tf.convert_to_tensor(inputs).dtype == tf.string)):
-            self.bilm.require_vocabulary("ElmoLayer given string tokens")
-            ids = (self._lookup.ragged_ids(inputs) if isinstance(inputs, tf.RaggedTensor)
-                   else self._lookup.padded_ids(self._string_tokens(inputs)))
-            return ids if self.bilm.word_embedder is not None else ids["char_ids"]
+            return {key: ops.cast(value, "int32") for key, value in inputs.items()}
+        if is_string_tensor(inputs) or _is_str_array(inputs):
+            if self.options.char_vocabulary:
+                self.bilm.require_vocabulary("ElmoLayer given string tokens")
+            return string_token_ids(inputs, self.options, self._lookup,
+                                    with_words=self.bilm.word_embedder is not None)
+        if not is_string_tensor(inputs) and type(inputs).__name__ == "RaggedTensor":
+            raise ValueError("A ragged input must hold tf.string tokens; received dtype "
+                             f"{inputs.dtype.name}.")
+        inputs = ops.convert_to_tensor(inputs)
+        dtype = keras.backend.standardize_dtype(inputs.dtype)
+        if "int" in dtype and len(inputs.shape) == 3:
+            return ops.cast(inputs, "int32")
         chars = self.options.max_characters_per_token
-        if isinstance(inputs, tf.RaggedTensor):
-            if inputs.dtype != tf.string:
-                raise ValueError("A ragged input must hold tf.string tokens; received dtype "
-                                 f"{inputs.dtype.name}.")
-            return tf_ragged_char_ids(inputs, chars)
-        inputs = tf.convert_to_tensor(inputs)
-        if inputs.dtype == tf.string:
-            return tf_padded_char_ids(self._string_tokens(inputs), chars)
-        if inputs.dtype.is_integer and inputs.shape.rank == 3:
-            return tf.cast(inputs, tf.int32)
         raise ValueError("ElmoLayer expects tf.string tokens (batch, num_tokens), a ragged "
                          "tf.string tensor, or int char ids (batch, num_tokens, "
-                         f"{chars}); received dtype {inputs.dtype.name}, shape {inputs.shape}.")
-
-    @staticmethod
-    def _string_tokens(inputs):
-        inputs = tf.convert_to_tensor(inputs)
-        if inputs.shape.rank != 2:
-            raise ValueError("String tokens must have shape (batch, num_tokens); received "
-                             f"shape {inputs.shape}.")
-        return inputs
+                         f"{chars}); received dtype {dtype}, shape {tuple(inputs.shape)}.")
 
     def call(self, inputs, training=False):
         # A frozen biLM runs in inference mode (no dropout of a trained run's backbone).
@@ -194,16 +203,12 @@ class ElmoLayer(keras.layers.Layer):
         # keras.ops, so that the mask is also a node of a functional model being built.
         if isinstance(inputs, dict):  # a word model's ids: (batch, T, chars) -> (batch, T)
             mask = token_mask(inputs["char_ids"])
-        elif isinstance(inputs, tf.RaggedTensor):
-            # (batch, (n)) -> (batch, T); "" is no token
-            mask = tf.not_equal(inputs, "").to_tensor(default_value=False)
-        else:
-            if not isinstance(inputs, keras.KerasTensor):
-                inputs = tf.convert_to_tensor(inputs)
-            if inputs.dtype in ("string", tf.string):  # (batch, T) -> (batch, T)
-                mask = keras.ops.not_equal(inputs, "")
-            else:  # (batch, T, chars) -> (batch, T)
-                mask = token_mask(inputs)
+        elif isinstance(inputs, keras.KerasTensor) and inputs.dtype == "string":
+            mask = ops.not_equal(inputs, "")  # (batch, T) -> (batch, T): "" is no token
+        elif is_string_tensor(inputs) or _is_str_array(inputs):
+            mask = string_token_mask(inputs)  # padded or ragged (batch, (n)) -> (batch, T)
+        else:  # (batch, T, chars) -> (batch, T)
+            mask = token_mask(inputs)
         return [mask] * len(self.scalar_mixes) if len(self.scalar_mixes) > 1 else mask
 
     def compute_output_spec(self, inputs, training=False):
@@ -240,3 +245,21 @@ class ElmoLayer(keras.layers.Layer):
         config = dict(config)
         config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
         return cls(**config)
+
+
+def _is_str_array(x):
+    """A numpy array of str or bytes (string tokens given as numpy)."""
+    return getattr(getattr(x, "dtype", None), "kind", None) in ("U", "S", "O")
+
+
+def holds_strings(inputs):
+    """True when `inputs` holds string tokens in any form: a string tensor (TensorFlow's,
+    a Keras input's), a numpy array of str, nested lists of str; a dict's values too."""
+    if isinstance(inputs, dict):
+        return any(holds_strings(value) for value in inputs.values())
+    if isinstance(inputs, (list, tuple)):  # its first leaf tells (a list of sentences)
+        return bool(inputs) and holds_strings(inputs[0])
+    if isinstance(inputs, (str, bytes)) or _is_str_array(inputs):
+        return True
+    dtype = getattr(inputs, "dtype", None)
+    return str(getattr(dtype, "name", dtype)) in ("string", "str")

@@ -5,6 +5,7 @@
     storage_errors.py     full disk, quota, read-only, permission: recognised, one line
     cpu_setup.py          TensorFlow's CPU settings for a biLM (threads, oneDNN), the one place
     progress.py           one progress line on stderr
+    keras_backend.py      the Keras backend in use; TensorFlow asked for by what needs it
 
 None imports TensorFlow at module level.
 """

@@ -1,4 +1,4 @@
-"""Tokens to ELMo character ids, in Python/numpy and inside the TensorFlow graph.
+"""Tokens to ELMo character ids in Python/numpy, and the token mask of char ids.
 
 A token is its UTF-8 bytes (invalid code points dropped), cut to `max_characters_per_token - 2`
 bytes, framed by begin-of-word / end-of-word and padded:
@@ -8,8 +8,8 @@ all-zero row means "no token here" (docs/model.md section 1). In a sentence, an 
 string token is no token: its row is all zeros wherever it stands, and the biLM reads the
 sentence as if it were not there (`keras_elmo.layers.token_compaction`).
 
-The two implementations give identical ids; the graph one uses core TensorFlow string ops
-only, so a SavedModel that contains it loads without tensorflow-text.
+No TensorFlow here: it runs under every Keras backend. The same ids from string tensors
+inside a TensorFlow graph: `keras_elmo.text.string_char_ids`.
 
 Example:
 >>> batch_to_ids([["Hello", "world"], ["你好"]]).shape
@@ -21,7 +21,6 @@ Example:
 import functools
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_elmo import constants
@@ -38,7 +37,9 @@ def token_mask(char_ids):
     return ops.any(ops.not_equal(char_ids, 0), axis=-1)
 
 
-def _check_max_characters(max_characters_per_token):
+def check_max_characters(max_characters_per_token):
+    """`max_characters_per_token` as an int, checked: room for the two word markers and a
+    character at least (`ValueError` otherwise)."""
     minimum = constants.NUM_WORD_MARKERS + 1
     if int(max_characters_per_token) < minimum:
         raise ValueError(f"max_characters_per_token must be >= {minimum}; "
@@ -59,14 +60,15 @@ def token_to_char_ids(token, max_characters_per_token=constants.MAX_CHARACTERS_P
     """Char ids of one token, shifted by +1: a list of `max_characters_per_token` ints.
 
     The empty token `""` encodes as `[BOW, EOW, PAD, ...]` shifted; in a sentence
-    (`batch_to_ids`, the graph converters) it is no token and gets an all-zero row.
+    (`batch_to_ids`, the graph converters of
+    `keras_elmo.text.string_char_ids`) it is no token and gets an all-zero row.
 
     Example:
     >>> ids = token_to_char_ids("ab")  # BOW, a, b, EOW, then padding; every id + 1
     >>> ids[:5], len(ids)
     ([259, 98, 99, 260, 261], 50)
     """
-    length = _check_max_characters(max_characters_per_token)
+    length = check_max_characters(max_characters_per_token)
     if isinstance(token, bytes):
         token = token.decode("utf-8", errors="ignore")
     raw = [constants.PADDING_CHAR] * length
@@ -98,7 +100,7 @@ def batch_to_ids(sentences, max_characters_per_token=constants.MAX_CHARACTERS_PE
     >>> batch_to_ids([["a", "", "b"]])[0, 1].sum()  # "a  b".split(" "): no token there
     0
     """
-    length = _check_max_characters(max_characters_per_token)
+    length = check_max_characters(max_characters_per_token)
     if isinstance(sentences, (str, bytes)):
         raise ValueError("batch_to_ids expects a list of sentences, each a list of tokens; "
                          "received a single string.")
@@ -125,71 +127,3 @@ def _cached_char_ids(token, length):
     row = np.asarray(token_to_char_ids(token, length), np.int32)
     row.flags.writeable = False
     return row
-
-
-def tf_token_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
-    """In-graph char ids of string tokens: `(...)` tf.string -> `(..., max_chars)` int32.
-
-    Core TensorFlow ops only. Works on dense tensors of any rank and on `tf.RaggedTensor`
-    (ragged dims are kept). `""` gets its `[BOW, EOW]` row here; the sentence converters
-    (`tf_padded_char_ids`, `tf_ragged_char_ids`) make it no token.
-    """
-    length = _check_max_characters(max_characters_per_token)
-    if isinstance(tokens, tf.RaggedTensor):
-        return tokens.with_flat_values(tf_token_char_ids(tokens.flat_values, length))
-    tokens = tf.convert_to_tensor(tokens)
-    if tokens.dtype != tf.string:
-        raise ValueError(f"tokens must be a tf.string tensor; received dtype {tokens.dtype.name}.")
-    body_len = length - constants.NUM_WORD_MARKERS
-    # Drop invalid UTF-8 (as Python's errors="ignore" does), then take the bytes.
-    clean = tf.strings.unicode_transcode(tokens, "UTF-8", "UTF-8", errors="ignore")
-    num_bytes = tf.minimum(tf.strings.length(clean, unit="BYTE"), body_len)  # (...)
-    body = tf.io.decode_raw(clean, tf.uint8, fixed_length=body_len)  # (..., body_len)
-    body = tf.cast(body, tf.int32)
-    is_bos = tf.equal(tokens, constants.BOS_TOKEN)
-    is_eos = tf.equal(tokens, constants.EOS_TOKEN)
-    special = tf.where(is_bos, constants.BEGIN_SENTENCE_CHAR, constants.END_SENTENCE_CHAR)
-    is_special = tf.logical_or(is_bos, is_eos)
-    num_bytes = tf.where(is_special, 1, num_bytes)
-    positions = tf.range(body_len)  # (body_len,)
-    first = tf.equal(positions, 0)
-    body = tf.where(is_special[..., tf.newaxis],
-                    tf.where(first, special[..., tf.newaxis], constants.PADDING_CHAR),
-                    body)
-    in_word = positions < num_bytes[..., tf.newaxis]  # (..., body_len)
-    at_end = tf.equal(positions, num_bytes[..., tf.newaxis])
-    body = tf.where(in_word, body,
-                    tf.where(at_end, constants.END_WORD_CHAR, constants.PADDING_CHAR))
-    # An end-of-word marker that falls just past the body goes in the last slot.
-    full = tf.equal(num_bytes, body_len)[..., tf.newaxis]  # (..., 1)
-    last = tf.where(full, constants.END_WORD_CHAR, constants.PADDING_CHAR)
-    bow = tf.fill(tf.shape(last), constants.BEGIN_WORD_CHAR)
-    ids = tf.concat([bow, body, last], axis=-1)  # (..., length)
-    return ids + constants.CHAR_ID_SHIFT
-
-
-def tf_padded_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
-    """Like `tf_token_char_ids`, but `""` is padding: its row is all zeros (no token).
-
-    Args:
-        tokens: tf.string `(batch, max_len)`, padded with `""`.
-
-    Returns:
-        int32 `(batch, max_len, max_characters_per_token)`.
-    """
-    ids = tf_token_char_ids(tokens, max_characters_per_token)
-    is_token = tf.not_equal(tf.convert_to_tensor(tokens), "")[..., tf.newaxis]
-    return tf.where(is_token, ids, tf.zeros_like(ids))
-
-
-def tf_ragged_char_ids(tokens, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN):
-    """Ragged tokens `(batch, (n_tokens))` -> dense int32 `(batch, max_len, max_chars)`.
-
-    Every ragged value is a token but `""`, which is no token (an all-zero row at its
-    position); rows are padded with zeros.
-    """
-    ids = tf_token_char_ids(tokens, max_characters_per_token)  # (batch, (n), length)
-    is_token = tf.not_equal(tokens, "")[..., tf.newaxis]  # (batch, (n), 1)
-    ids = tf.ragged.map_flat_values(lambda i, t: tf.where(t, i, tf.zeros_like(i)), ids,
-                                    is_token)
-    return ids.to_tensor(default_value=0)

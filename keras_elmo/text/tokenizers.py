@@ -15,8 +15,10 @@ model sees the same tokens in training and in use. The tokeniser a model was tra
 so training segments a corpus once (`keras_elmo.training.segmented_corpus`) and feeds the
 segmented text, tokens joined by single spaces, to the whitespace split.
 
-This module imports no TensorFlow (the command line checks `--tokenizer` before TF loads);
-`unicode-script` imports it when first used, jieba is imported when first used.
+This module imports no TensorFlow (the command line checks `--tokenizer` before TF loads):
+`whitespace` and `jieba` tokenise in Python under every Keras backend; `unicode-script` runs
+tensorflow-text's tokenizer, so it needs TensorFlow installed (`check_tokenizer` says so in
+one line where it is not), and imports it when first used, as jieba is.
 
 Example:
 >>> tokenize(["我爱北京天安门。"], "jieba")  # doctest: +SKIP
@@ -28,6 +30,8 @@ Example:
 import json
 import logging
 import os
+
+from keras_elmo.process.keras_backend import require_tensorflow
 
 #: Every tokeniser name, the default first.
 TOKENIZERS = ("whitespace", "unicode-script", "jieba")
@@ -45,11 +49,15 @@ def check_tokenizer(name):
 
     Raises:
         ValueError: an unknown name, or jieba is not installed (one line, with the fix).
+        MissingPackageError: `unicode-script` without TensorFlow and tensorflow-text
+            installed (one line, with the fix).
     """
     if name not in TOKENIZERS:
         raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}; received {name!r}.")
     if name == "jieba":
         _jieba()
+    if name == "unicode-script":
+        require_tensorflow("tokenizer 'unicode-script' (tensorflow-text)", text=True)
     return name
 
 

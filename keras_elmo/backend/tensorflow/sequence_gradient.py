@@ -16,7 +16,7 @@ Example:
 
 import tensorflow as tf
 
-from keras_elmo.layers.lstm_projection_cell import StepKernels
+from keras_elmo.backend.lstm_types import StepKernels
 
 
 def run_layer_with_sequence_gradient(cells, gates):

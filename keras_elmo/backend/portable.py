@@ -1,0 +1,95 @@
+"""The functions JAX and PyTorch share (see `keras_elmo.backend`), in `keras.ops`.
+
+The LSTM loop is `keras.ops.scan` over time: `lax.scan` on JAX (compiled once, differentiated
+by JAX), a Python loop on PyTorch (differentiated by autograd), each step the cell's own
+`step_values`. All input gates of a layer are computed in one product before the loop.
+"""
+
+import math
+
+from keras import ops
+
+#: The `ResidualBiLSTM` loops that run here, "auto" first ("sequence_gradient" and
+#: "one_row_loop" are TensorFlow's own).
+LOOP_IMPLEMENTATIONS = ("auto", "batched_loop")
+
+
+def check_id_range(ids, max_id, message):
+    """Refuses ids outside `[0, max_id]` with a `ValueError` quoting the smallest and largest
+    id received (ids with values: eager)."""
+    if math.prod(ids.shape) == 0:
+        return
+    low, high = int(ops.min(ids)), int(ops.max(ids))
+    if low < 0 or high > max_id:
+        raise ValueError(f"{message}; received ids from {low} to {high}.")
+
+
+def check_at_most(value, limit, message):
+    """Refuses an int scalar above `limit` (a `ValueError`)."""
+    if int(value) > limit:
+        raise ValueError(f"{message}; received {int(value)}.")
+
+
+def reverse_sequence(x, lengths, seq_axis, batch_axis):
+    """Each sequence of `x` reversed within its own length `lengths` `(batch,)`; positions
+    past a sequence's length stay where they are (`tf.reverse_sequence`'s rule)."""
+    rank = len(x.shape)
+    steps = ops.shape(x)[seq_axis]
+    positions = ops.arange(steps, dtype="int32")[None, :]  # (1, T)
+    lengths = ops.cast(lengths, "int32")[:, None]  # (batch, 1)
+    source = ops.where(positions < lengths, lengths - 1 - positions, positions)  # (batch, T)
+    if batch_axis > seq_axis:
+        source = ops.transpose(source)  # (T, batch)
+    shape = [1] * rank
+    shape[batch_axis], shape[seq_axis] = -1, steps
+    index = ops.broadcast_to(ops.reshape(source, shape), ops.shape(x))
+    return ops.take_along_axis(x, index, axis=seq_axis)
+
+
+def kernel_product(kernel, x, one_row=False, in_out=False):
+    """`W @ x` of a kernel `W` `(out, in)` (or its transpose `(in, out)`, `in_out`) and a
+    feature-major `x` `(in, batch)` -> `(out, batch)`."""
+    return ops.matmul(ops.transpose(kernel) if in_out else kernel, x)
+
+
+def run_layer_with_sequence_gradient(cells, gates):
+    raise ValueError("implementation='sequence_gradient' runs on Keras' TensorFlow backend "
+                     f"only; on this backend ResidualBiLSTM runs {LOOP_IMPLEMENTATIONS}.")
+
+
+def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps=None,
+              one_row=False):
+    """Runs independent cells over their own inputs in one time loop (`keras.ops.scan`).
+
+    The arguments and results of every backend's `run_cells` (TensorFlow's in
+    keras_elmo/backend/tensorflow/lstm_loop.py says each); `one_row` is ignored here.
+    """
+    kernels = [cell.step_kernels() for cell in cells]
+    gates = [ops.transpose(cell.input_gates(x), (1, 0, 2))
+             for cell, x in zip(cells, inputs)]  # (T, 4U, batch) each: a step per row
+    num_steps = ops.shape(gates[0])[0]
+    if isinstance(num_steps, int) and num_steps == 0:  # PyTorch's scan stacks no steps
+        batch = ops.shape(gates[0])[2]
+        return ([ops.zeros((cell.projection_dim, 0, batch), gates[0].dtype) for cell in cells],
+                list(initial_states))
+    per_step = {"t": ops.arange(num_steps, dtype="int32"), "gates": gates}
+    if keeps is not None:
+        per_step["keeps"] = list(keeps)
+
+    def step(states, x):
+        new_states, outputs = [], []
+        for k, (cell, kernel) in enumerate(zip(cells, kernels)):
+            state = states[k]
+            if keeps is not None:  # a new sequence begins here: from a zero state
+                keep = x["keeps"][k][None, :]  # (1, batch)
+                state = (state[0] * keep, state[1] * keep)
+            h, c = cell.step_values(x["gates"][k], state, kernel)[:2]
+            outputs.append(h)
+            if freeze_after_length:
+                running = (x["t"] < lengths)[None, :]  # (1, batch)
+                h, c = ops.where(running, h, state[0]), ops.where(running, c, state[1])
+            new_states.append((h, c))
+        return new_states, outputs
+
+    finals, outputs = ops.scan(step, [tuple(s) for s in initial_states], per_step)
+    return [ops.transpose(o, (1, 0, 2)) for o in outputs], finals  # (P, T, batch) each
