@@ -117,10 +117,17 @@ def check_allennlp_replacement(namespace):
     assert all(torch.equal(mask, want) for mask in namespace["elmo"].compute_mask(ids))
 
 
+def check_preprocessor(namespace):
+    import numpy as np
+
+    assert isinstance(namespace["ids"], np.ndarray) and namespace["ids"].shape == (2, 3, 50)
+
+
 #: A phrase of a block -> the check of its namespace.
 CHECKS = {"torch.optim.Adam": check_torch_habits, "tagger.fit": check_fit,
           "jax.value_and_grad": check_jax_step,
-          "representations = elmo(character_ids)": check_allennlp_replacement}
+          "representations = elmo(character_ids)": check_allennlp_replacement,
+          "ElmoPreprocessor()": check_preprocessor}
 
 
 def _check_of(block):

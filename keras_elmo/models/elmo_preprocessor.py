@@ -43,11 +43,17 @@ class ElmoPreprocessor(keras.layers.Layer):
         table gets `{"char_ids": ..., "word_ids": (batch, num_tokens)}`.
 
     Example:
+    >>> bilm = keras_elmo.BiLM(keras_elmo.BiLMOptions.tiny())
     >>> preprocessor = ElmoPreprocessor.from_bilm(bilm)
-    >>> ids = preprocessor([["The", "cat", "sat"], ["Hi"]])  # numpy (2, 3, 50)
-    >>> vectors = keras_elmo.ElmoLayer(bilm)(ids)             # any backend
-    >>> dataset = tf.data.Dataset.from_tensor_slices(ragged_tokens).batch(32)
-    >>> dataset = dataset.map(preprocessor)                    # ids in tf.data
+    >>> ids = preprocessor([["The", "cat", "sat"], ["Hi"]])  # numpy, on any backend
+    >>> ids.shape
+    (2, 3, 50)
+    >>> keras_elmo.ElmoLayer(bilm)(ids).shape
+    (2, 3, 16)
+    >>> tokens = tf.ragged.constant([["The", "cat"], ["Hi"]])
+    >>> dataset = tf.data.Dataset.from_tensor_slices(tokens).batch(2).map(preprocessor)
+    >>> next(iter(dataset)).shape  # ids in tf.data
+    TensorShape([2, 2, 50])
     """
 
     def __init__(self, max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN,
