@@ -52,3 +52,30 @@ def check_choice(name, value, choices):
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; received "
                          f"{value!r}.")
     return value
+
+
+#: Keys every Keras layer's config may hold besides its own arguments.
+_BASE_CONFIG_KEYS = frozenset({"name", "trainable", "dtype", "autocast",
+                               "activity_regularizer", "input_shape", "batch_input_shape",
+                               "batch_size"})
+
+
+def check_config_keys(cls, config):
+    """Refuses a config (of a `.keras` file, `get_config()`) holding keys that `cls`'s
+    constructor does not take: a file written by a newer keras-elmo. One line naming the
+    keys and what to do, instead of Keras' error or a silently ignored setting.
+
+    Example:
+    >>> check_config_keys(dict, {})  # nothing to refuse
+    """
+    import inspect
+
+    from keras_elmo import __version__
+
+    known = set(inspect.signature(cls.__init__).parameters) | _BASE_CONFIG_KEYS
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"this {cls.__name__} was saved by a newer keras-elmo: its config "
+                         f"has {', '.join(unknown)}, which keras-elmo {__version__} does not "
+                         "know; expected a file of this version or older (pip install -U "
+                         "keras-elmo to read it).")

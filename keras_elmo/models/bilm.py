@@ -19,6 +19,7 @@ from keras_elmo.layers.token_compaction import (compaction_order, restoring_orde
                                                 take_positions)
 from keras_elmo.layers.word_embedding import WordEmbedding
 from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
+from keras_elmo.validation import check_config_keys
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -441,6 +442,7 @@ class BiLM(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        check_config_keys(cls, config)
         return cls(**config)
 
 

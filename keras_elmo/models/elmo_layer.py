@@ -14,7 +14,7 @@ from keras_elmo.models.bilm import BiLM
 from keras_elmo.models.string_tokens import (is_string_tensor, string_token_ids,
                                              string_token_mask)
 from keras_elmo.text.characters import token_mask
-from keras_elmo.validation import check_int
+from keras_elmo.validation import check_config_keys, check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -242,6 +242,7 @@ class ElmoLayer(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
+        check_config_keys(cls, config)
         config = dict(config)
         config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
         return cls(**config)
