@@ -21,6 +21,7 @@ Functions (each backend defines all of them):
     check_id_range(ids, max_id, m)  ids in [0, max_id], else an error with message m
     check_at_most(value, limit, m)  an int scalar at most `limit`, else an error
     reverse_sequence(x, lengths, seq_axis, batch_axis)
+    take_positions(x, order, axis)  each row's positions along `axis` in its own order
     kernel_product(kernel, x, one_row, in_out)   `W @ x` of a feature-major step
     run_cells(...)                  the plain LSTM time loop (`ResidualBiLSTM`)
     run_layer_with_sequence_gradient(cells, gates)   TensorFlow only
@@ -56,4 +57,5 @@ check_at_most = _module.check_at_most
 reverse_sequence = _module.reverse_sequence
 kernel_product = _module.kernel_product
 run_cells = _module.run_cells
+take_positions = _module.take_positions
 run_layer_with_sequence_gradient = _module.run_layer_with_sequence_gradient

@@ -10,12 +10,12 @@ import jax.numpy as jnp
 
 from keras_elmo.backend import portable
 from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product,
-                                         reverse_sequence, run_cells,
+                                         reverse_sequence, run_cells, take_positions,
                                          run_layer_with_sequence_gradient)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
            "needs_static_shapes", "reverse_sequence", "run_cells",
-           "run_layer_with_sequence_gradient", "unique_rows"]
+           "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 
 def needs_static_shapes(x=None):

@@ -46,6 +46,18 @@ def reverse_sequence(x, lengths, seq_axis, batch_axis):
     return ops.take_along_axis(x, index, axis=seq_axis)
 
 
+def take_positions(x, order, axis):
+    """`x` `(batch, ..., T, ...)` with its positions along `axis` (>= 1) taken in each
+    row's `order` `(batch, T)` (the order broadcast over the other axes)."""
+    rank = len(x.shape)
+    index = order  # (batch, T) -> (batch, 1.., T, 1..), T at `axis`
+    for _ in range(axis - 1):
+        index = ops.expand_dims(index, 1)
+    for _ in range(rank - 1 - axis):
+        index = ops.expand_dims(index, -1)
+    return ops.take_along_axis(x, index, axis=axis)
+
+
 def kernel_product(kernel, x, one_row=False, in_out=False):
     """`W @ x` of a kernel `W` `(out, in)` (or its transpose `(in, out)`, `in_out`) and a
     feature-major `x` `(in, batch)` -> `(out, batch)`."""

@@ -5,11 +5,11 @@ import torch
 
 from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, check_at_most, check_id_range,
                                          kernel_product, reverse_sequence, run_cells,
-                                         run_layer_with_sequence_gradient)
+                                         run_layer_with_sequence_gradient, take_positions)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
            "needs_static_shapes", "reverse_sequence", "run_cells",
-           "run_layer_with_sequence_gradient", "unique_rows"]
+           "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 
 def needs_static_shapes(x=None):

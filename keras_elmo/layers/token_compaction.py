@@ -19,7 +19,10 @@ Example:
 >>> restored = take_positions(out, restoring_order(order), axis=2)  # aligned to the input
 """
 
+import keras
 from keras import ops
+
+from keras_elmo import backend
 
 
 def compaction_order(mask):
@@ -41,12 +44,22 @@ def restoring_order(order):
 
 def take_positions(x, order, axis):
     """`x` `(batch, ..., T, ...)` with its positions along `axis` taken in each row's
-    `order` `(batch, T)`; same shape as `x`."""
-    rank = len(x.shape)
-    axis = axis % rank
-    index = order  # (batch, T) -> (batch, 1.., T, 1..), T at `axis`: broadcast over the rest
-    for _ in range(axis - 1):
-        index = ops.expand_dims(index, 1)
-    for _ in range(rank - 1 - axis):
-        index = ops.expand_dims(index, -1)
-    return ops.take_along_axis(x, index, axis=axis)
+    `order` `(batch, T)`; same shape as `x` (a Keras tensor too, in a functional model)."""
+    return _TakePositions(axis % len(x.shape))(x, order)
+
+
+class _TakePositions(keras.Operation):
+    """`take_positions` as a Keras operation: each backend's gather
+    (`keras_elmo.backend.take_positions`; TensorFlow's `tf.gather(batch_dims=1)` reads the
+    order once per row, where broadcasting it to `x`'s shape for `take_along_axis` made the
+    gather of the biLM's layers several times slower), symbolic in a functional model."""
+
+    def __init__(self, axis):
+        super().__init__()
+        self.axis = axis
+
+    def call(self, x, order):
+        return backend.take_positions(x, order, self.axis)
+
+    def compute_output_spec(self, x, order):
+        return keras.KerasTensor(x.shape, dtype=x.dtype)

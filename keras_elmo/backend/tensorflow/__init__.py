@@ -13,7 +13,7 @@ from keras_elmo.backend.tensorflow.sequence_gradient import run_layer_with_seque
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "in_xla_function",
            "kernel_product", "needs_static_shapes", "reverse_sequence", "run_cells",
-           "run_layer_with_sequence_gradient", "unique_rows"]
+           "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 #: Every `ResidualBiLSTM` loop runs here, "auto" first.
 LOOP_IMPLEMENTATIONS = ("auto", "sequence_gradient", "batched_loop", "one_row_loop")
@@ -83,6 +83,12 @@ def check_at_most(value, limit, message):
 def reverse_sequence(x, lengths, seq_axis, batch_axis):
     """Each sequence of `x` reversed within its own length (`tf.reverse_sequence`)."""
     return tf.reverse_sequence(x, lengths, seq_axis=seq_axis, batch_axis=batch_axis)
+
+
+def take_positions(x, order, axis):
+    """`x` `(batch, ..., T, ...)` with its positions along `axis` (>= 1) taken in each
+    row's `order` `(batch, T)`: one `tf.gather` with `batch_dims=1`."""
+    return tf.gather(x, order, axis=axis, batch_dims=1)
 
 
 def kernel_product(kernel, x, one_row=False, in_out=False):
