@@ -172,6 +172,11 @@ def run(workdir):
         bilm = BiLM.from_weights(files["options"], files["weights"])
         pre = ElmoPreprocessor.from_bilm(bilm)
         arrays["preprocessor/ids"] = np.asarray(pre(cases["sentences_b3"]))
+        import tensorflow as tf  # installed beside this backend: tf.data under it
+
+        tokens = tf.ragged.constant(cases["sentences_b3"])
+        dataset = tf.data.Dataset.from_tensor_slices(tokens).batch(3).map(pre)
+        arrays["preprocessor/tf_data"] = next(iter(dataset)).numpy()
         efml = keras_elmo.load_bilm(cases["efml_dir"])
         efml_ids = ElmoPreprocessor.from_bilm(efml)(cases["efml_sentences"])
         arrays["preprocessor/efml_char_ids"] = np.asarray(

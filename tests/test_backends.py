@@ -233,6 +233,7 @@ def test_the_preprocessor_gives_the_ids_of_batch_to_ids(run, workdir):
     backend, arrays, facts = run
     _no_error(facts, "preprocessor")
     np.testing.assert_array_equal(arrays["preprocessor/ids"], workdir["inputs"]["ids_b3"])
+    np.testing.assert_array_equal(arrays["preprocessor/tf_data"], workdir["inputs"]["ids_b3"])
     efml = keras_elmo.load_bilm(EFML_DIR)
     expected = efml.batch_to_ids(workdir["cases"]["efml_sentences"])
     expected = expected["char_ids"] if isinstance(expected, dict) else expected

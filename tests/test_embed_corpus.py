@@ -125,7 +125,7 @@ def test_one_trace_for_every_batch_shape(model, corpus, tmp_path):
     _, embedder = model
     path, _ = corpus
     traced = BiLMRunner(embedder.bilm).token_cache._traced
-    functions = traced.token_vectors, traced._rows, traced._one_row
+    functions = traced._token_vectors, traced._rows, traced._one_row
     for max_tokens, max_length in ((None, 512), (7, 3), (20, 2)):
         embed_file(embedder.bilm, path, str(tmp_path / f"o{max_tokens}.hdf5"), batch_size=3,
                    progress=False, max_tokens=max_tokens, max_length=max_length)

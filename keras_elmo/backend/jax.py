@@ -9,12 +9,12 @@ import jax
 import jax.numpy as jnp
 
 from keras_elmo.backend import portable
-from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product,
-                                         reverse_sequence, run_cells, take_positions,
-                                         run_layer_with_sequence_gradient)
+from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product, read_variable,
+                                         reverse_sequence, run_cells,
+                                         run_layer_with_sequence_gradient, take_positions)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
-           "needs_static_shapes", "reverse_sequence", "run_cells",
+           "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 

@@ -46,6 +46,11 @@ def reverse_sequence(x, lengths, seq_axis, batch_axis):
     return ops.take_along_axis(x, index, axis=seq_axis)
 
 
+def read_variable(variable):
+    """A Keras variable's current value as a tensor (the scope's, under `stateless_call`)."""
+    return ops.convert_to_tensor(variable)
+
+
 def take_positions(x, order, axis):
     """`x` `(batch, ..., T, ...)` with its positions along `axis` (>= 1) taken in each
     row's `order` `(batch, T)` (the order broadcast over the other axes)."""

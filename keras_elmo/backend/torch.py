@@ -4,11 +4,12 @@ depend on values and every id is read where it is."""
 import torch
 
 from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, check_at_most, check_id_range,
-                                         kernel_product, reverse_sequence, run_cells,
-                                         run_layer_with_sequence_gradient, take_positions)
+                                         kernel_product, read_variable, reverse_sequence,
+                                         run_cells, run_layer_with_sequence_gradient,
+                                         take_positions)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
-           "needs_static_shapes", "reverse_sequence", "run_cells",
+           "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 

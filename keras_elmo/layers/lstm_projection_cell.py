@@ -108,7 +108,7 @@ class LSTMProjectionCell(keras.layers.Layer):
         -> `(4U, T, batch)`; `step` takes one step's `(4U, batch)`."""
         rest = tuple(ops.shape(inputs)[1:])
         flat = ops.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
-        bias = ops.convert_to_tensor(self.bias)
+        bias = backend.read_variable(self.bias)
         if self.forget_bias:  # a Python constant: a bias holding it costs nothing here
             bias = bias + ops.concatenate(
                 [ops.zeros((self.units,), bias.dtype),
@@ -126,11 +126,11 @@ class LSTMProjectionCell(keras.layers.Layer):
         faster than `x^T W^T`, by more than the transpose costs over a sentence. The
         transpose is a tensor of this call, not state: it always follows the variable.
         """
-        recurrent = ops.convert_to_tensor(self.recurrent_kernel)
+        recurrent = backend.read_variable(self.recurrent_kernel)
         in_out = one_row and self.compute_dtype == "float32" and one_row_transposes_pay()
         if in_out:
             recurrent = ops.transpose(recurrent)  # (P, 4U)
-        return StepKernels(recurrent, ops.convert_to_tensor(self.projection_kernel), in_out)
+        return StepKernels(recurrent, backend.read_variable(self.projection_kernel), in_out)
 
     def step(self, input_gates, state):
         """One step: returns the new `(h, c)` (see `step_values`)."""

@@ -13,7 +13,7 @@ from keras_elmo.backend.tensorflow.sequence_gradient import run_layer_with_seque
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "in_xla_function",
            "kernel_product", "needs_static_shapes", "reverse_sequence", "run_cells",
-           "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
+           "read_variable", "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
 #: Every `ResidualBiLSTM` loop runs here, "auto" first.
 LOOP_IMPLEMENTATIONS = ("auto", "sequence_gradient", "batched_loop", "one_row_loop")
@@ -83,6 +83,13 @@ def check_at_most(value, limit, message):
 def reverse_sequence(x, lengths, seq_axis, batch_axis):
     """Each sequence of `x` reversed within its own length (`tf.reverse_sequence`)."""
     return tf.reverse_sequence(x, lengths, seq_axis=seq_axis, batch_axis=batch_axis)
+
+
+def read_variable(variable):
+    """A Keras variable's value as a tensor read once, here (Keras' own conversion hands a
+    TensorFlow variable back unread: read inside a `tf.while_loop` under `stateless_call`,
+    as the export runs the biLM, its gradient was lost)."""
+    return tf.convert_to_tensor(variable)
 
 
 def take_positions(x, order, axis):
