@@ -184,7 +184,8 @@ def run(args):
     index = ("no sentence_to_index" if stats["distinct_sentences"] is None else
              f"sentence_to_index of {stats['distinct_sentences']:,} distinct sentences")
     layers = {"all": "all layers", "top": "top layer", "average": "even average",
-              "mixed": f"mixed ({mix_file or 'even average'})"}[output_format]
+              "mixed": f"mixed ({mix_file or embedder.trained_mix_source or 'even average'})"
+              }[output_format]
     cache = embedder.token_cache
     cached = (f"; token cache {cache.vocabulary_size:,} tokens, {cache.hits:,} hits, "
               f"{cache.misses:,} char-CNN fallbacks" if vocab else "")

@@ -60,6 +60,8 @@ def run(args):
         hint = " Or give --options and --weights instead of MODEL_DIR." if args.model_dir else ""
         raise FileNotFoundError(f"{error}{hint}") from None
     mix_file = args.mix_weights or files.mix_file
+    module_mix = (f"the TF Hub module's own ({files.module_dir})"
+                  if files.module_dir is not None else None)
     import_tensorflow()
     from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES
     from keras_elmo.export.saved_model import export_model_files
@@ -73,7 +75,7 @@ def run(args):
     size = sum(os.path.getsize(os.path.join(root, name))
                for root, _, names in os.walk(path) for name in names)
     print(f"wrote SavedModel {path} ({size / 2**20:.1f} MB, {seconds:.1f} s); signatures: "
-          f"{', '.join(SIGNATURES)}; mix: {mix_file or 'even (softmax(0), gamma 1)'}; "
+          f"{', '.join(SIGNATURES)}; mix: {mix_file or module_mix or 'even (softmax(0), gamma 1)'}; "
           f"trainable: {'mix and biLM' if args.trainable_bilm else 'mix only'}")
     from keras_elmo.text.tokenizers import model_tokenizer
 

@@ -1,12 +1,14 @@
 """`keras-elmo models`: the catalog of published models, and fetching one ahead of use.
 
 `keras-elmo models` lists every model of the catalog (`keras_elmo/pretrained/catalog.json`,
-and `KERAS_ELMO_CATALOG`'s): name, language, sizes, download size and whether it is in the
-cache; then the models cached under no catalog name (from URLs: `url-<hash>` folders), each
-with its size and the URLs it came from. `keras-elmo models download NAME...` fetches models
-into the cache now (a name of the list, or the URL of a model archive), so that later
-commands, or a machine without a network sharing the cache folder, find them there. Any
-command that reads a model takes the name too and fetches it on first use.
+and `KERAS_ELMO_CATALOG`'s): name, language, format (bilm-tf, elmoformanylangs,
+tfhub-module), sizes, download size (stated by the catalog, else recorded at download) and
+whether it is in the cache; then the models cached under no catalog name (from URLs:
+`url-<hash>` folders), each with its size and the URLs it came from. `keras-elmo models
+download NAME...` fetches models into the cache now (a name of the list, or the URL of a
+model archive), so that later commands, or a machine without a network sharing the cache
+folder, find them there. Any command that reads a model takes the name too and fetches it
+on first use.
 docs/pretrained.md: the cache, offline use, mirrors.
 
 Example:
@@ -22,6 +24,7 @@ _EPILOG = """examples:
   keras-elmo models                          # the catalog, and what is cached
   keras-elmo models --language zh            # Chinese models only
   keras-elmo models download efml-zhs        # fetch one now (checked, then cached)
+  keras-elmo models verify efml-zhs          # re-hash the cached files in full
   keras-elmo embed efml-zhs in.txt out.hdf5  # any command takes a name
 
 environment: KERAS_ELMO_CACHE (the cache folder), KERAS_ELMO_OFFLINE=1 (cache only),
@@ -30,13 +33,13 @@ KERAS_ELMO_MIRROR=URL (an artifact server with the same paths), KERAS_ELMO_CATAL
 
 
 def add_parser(subparsers):
-    """Registers `models` and `models download` (no heavy imports here)."""
+    """Registers `models`, `models download` and `models verify` (no heavy imports here)."""
     parser = subparsers.add_parser(
         "models", help="list the published models by name; download one ahead of use",
         description="Lists the published ELMo models that every command and "
-                    "keras_elmo.load_bilm accept by name: name, language, LSTM size / "
-                    "projection, output dimension, parameters, download size, and where it "
-                    "is cached.", epilog=_EPILOG,
+                    "keras_elmo.load_bilm accept by name: name, language, format, LSTM size "
+                    "/ projection, output dimension, parameters, download size, and where "
+                    "it is cached.", epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--language", metavar="CODE",
                         help="only the models of this language (a code such as en, de, zh: "
@@ -56,6 +59,18 @@ def add_parser(subparsers):
     download.add_argument("--quiet", action="store_true",
                           help="no progress lines; print the model directories only")
     download.set_defaults(run=run_download)
+    verify = actions.add_parser(
+        "verify", help="re-hash cached models in full against what was downloaded",
+        description="Reads every file of each cached model and checks its sha256 against "
+                    "the manifest written when it was downloaded (a load checks each file's "
+                    "size, mtime, ctime and inode, and hashes only a file whose stat "
+                    "changed). One line per model; exit status 0 when every file is intact, "
+                    "1 when a model is changed or not cached.",
+        epilog="example:\n  keras-elmo models verify elmo-small efml-zhs",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    verify.add_argument("names", nargs="+", metavar="NAME",
+                        help="model names, archive URLs, or url-<hash> folders of the cache")
+    verify.set_defaults(run=run_verify)
     parser.set_defaults(run=run_list, action=None)
 
 
@@ -78,7 +93,7 @@ def run_list(args):
             codes = sorted({e.language for e in catalog})
             raise ValueError(f"no model of language {args.language!r}; expected one of "
                              f"{', '.join(codes)}.")
-    rows = [("NAME", "LANGUAGE", "LSTM/PROJ", "OUTPUT", "PARAMS", "SIZE", "CACHED")]
+    rows = [("NAME", "LANGUAGE", "FORMAT", "LSTM/PROJ", "OUTPUT", "PARAMS", "SIZE", "CACHED")]
     cached_count = 0
     for entry in entries:
         stated = [f.size for f in entry.files]
@@ -91,7 +106,7 @@ def run_list(args):
             size = format_bytes(sum(d.get("size", 0) for d in manifest.get("downloads", [])))
         else:
             size = "?"
-        rows.append((entry.name, entry.language,
+        rows.append((entry.name, entry.language, _or(entry.format),
                      f"{_or(entry.lstm_dim)}/{_or(entry.projection_dim)}",
                      _or(entry.output_dim),
                      f"{entry.parameters_millions:g}M" if entry.parameters_millions else "?",
@@ -127,6 +142,38 @@ def run_download(args):
         path = download_model(name, force=args.force, progress=not args.quiet)
         print(path if args.quiet else f"{name}: {path}")
     return 0
+
+
+def run_verify(args):
+    """Re-hashes each cached model in full; one line each; returns 0 when all are intact,
+    else 1."""
+    import time
+
+    from keras_elmo.pretrained import settings
+    from keras_elmo.pretrained.fetch import cache_key
+    from keras_elmo.pretrained.model_cache import (CacheChangedError, read_manifest,
+                                                   verify_cached)
+    from keras_elmo.process.storage_errors import format_bytes
+
+    root = settings.cache_root()
+    failed = 0
+    for name in args.names:
+        folder = os.path.join(root, cache_key(name, root))
+        if read_manifest(folder) is None:
+            failed += 1
+            print(f"{name}: not in the cache ({folder}); expected a model downloaded there "
+                  f"(`keras-elmo models download {name}`).")
+            continue
+        start = time.perf_counter()
+        try:
+            summary = verify_cached(root, os.path.basename(folder), name, full=True)
+        except CacheChangedError as error:
+            failed += 1
+            print(f"{name}: {error}")
+            continue
+        print(f"{name}: intact, {summary['files']} files, {format_bytes(summary['bytes'])} "
+              f"hashed in {time.perf_counter() - start:.1f} s ({folder})")
+    return 1 if failed else 0
 
 
 def _or(value):

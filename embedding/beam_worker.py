@@ -163,7 +163,7 @@ class EmbeddingWorker:
         if settings.output_format in ("average", "mixed"):
             mix_file = settings.mix_file
             if settings.output_format == "mixed" and mix_file is None:
-                mix_file = self.embedder.mix_file
+                mix_file = self.embedder.trained_mix
             self._mix = sentence_mix(self.runner.num_output_layers, mix_file)
 
     @property

@@ -93,11 +93,15 @@ DATASET_OVERHEAD_BYTES = 256
 
 
 def sentence_mix(num_layers, mix_file=None):
-    """The frozen `ScalarMix` of `output="mixed"`: a mix file's, or the even average."""
-    from keras_elmo.export.mix_weights import build_mix, load_mix_weights
+    """The frozen `ScalarMix` of `output="mixed"`: a mix file's, a model's trained mix
+    (`keras_elmo.formats.model_mix.TrainedMix`), or the even average (None)."""
+    from keras_elmo.export.mix_weights import build_mix, build_trained_mix, load_mix_weights
+    from keras_elmo.formats.model_mix import TrainedMix
 
     if mix_file is None:
         return build_mix(num_layers)
+    if isinstance(mix_file, TrainedMix):
+        return build_trained_mix(mix_file, num_layers)
     return load_mix_weights(mix_file, num_layers)
 
 
@@ -153,7 +157,8 @@ def embed_file(bilm, input_path, output_path, batch_size=64, output="all", mix_f
             short ones back to back).
         output: `"all"` (every layer), `"top"` (the top layer) or `"mixed"` (one mixed
             vector per token).
-        mix_file: a `scalar_mix.json` for `"mixed"` (None: the even average).
+        mix_file: a `scalar_mix.json` or a `TrainedMix` for `"mixed"` (None: the even
+            average).
         token_cache: the `TokenEmbeddingCache` of `bilm` to use (one with a vocabulary,
             say); None: a new one.
         keep_sentence_index: write `sentence_to_index` (True; never with sentence keys).

@@ -36,7 +36,6 @@ import numpy as np
 from keras_elmo import constants
 from keras_elmo.embedding.bilm_runner import DEFAULT_MAX_TOKENS
 from keras_elmo.embedding.empty_tokens import drop_empty_tokens, restore_empty_tokens
-from keras_elmo.formats.model_files import resolve_model_files
 from keras_elmo.process.cpu_setup import warn_if_bfloat16_is_emulated
 from keras_elmo.text.sentence_windows import DEFAULT_MAX_LENGTH, check_max_length
 from keras_elmo.text.tokenizers import resolve_tokenizer, tokenize
@@ -97,10 +96,9 @@ class ElmoEmbedder:
         if dtype not in constants.DTYPES:
             raise ValueError(f"dtype must be one of {constants.DTYPES}; received "
                              f"dtype={dtype!r}.")
-        from keras_elmo.pretrained.resolve import resolve_model
+        from keras_elmo.pretrained.resolve import resolve_files
 
-        local = resolve_model(model_dir, options_file, weight_file)  # a name or URL: cached
-        files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
+        files = resolve_files(model_dir, options_file, weight_file)  # a name or URL: cached
         self.mix_file, vocab = files.mix_file, files.vocab_file
         self.batch_size = check_int("batch_size", batch_size)
         self.max_length = check_max_length(max_length)
@@ -123,6 +121,15 @@ class ElmoEmbedder:
             token_cache = vocab
         self.token_cache = TokenEmbeddingCache(
             self.bilm, read_vocab_file(token_cache) if token_cache else ())
+        from keras_elmo.formats.model_mix import model_mix
+
+        # The model's trained mix, for "mixed" (scalar_mix.json, or a TF Hub module's own).
+        self.trained_mix = model_mix(files, self.bilm.num_output_layers)
+
+    @property
+    def trained_mix_source(self):
+        """Where the model's trained mix was read (a file, a TF Hub module), or None."""
+        return None if self.trained_mix is None else self.trained_mix.source
 
     @property
     def num_layers(self):
@@ -193,7 +200,7 @@ class ElmoEmbedder:
             raise ValueError(f"output_format must be one of {sorted(OUTPUT_FORMATS)}; "
                              f"received {output_format!r}.")
         if output_format == "mixed" and mix_file is None:
-            mix_file = self.mix_file
+            mix_file = self.trained_mix
         return embed_file(self.bilm, input_file, output_file,
                           batch_size=batch_size or self.batch_size,
                           output=OUTPUT_FORMATS[output_format],

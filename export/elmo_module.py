@@ -11,7 +11,8 @@ Signatures (`P` = projection_dim, `L` = biLSTM layers, `C` = max_characters_per_
 Every signature returns float32 `word_emb` `(batch, max_len, P)`, the char-CNN token
 layer; `lstm_outputs1` ... `lstm_outputs{L}` and `elmo` (the scalar mix), all
 `(batch, max_len, 2P)`; `default` `(batch, 2P)`, the mean of `elmo` over the real tokens
-(zeros for an empty sentence); and bool `sequence_mask` `(batch, max_len)`, as TF Hub's
+(zeros for an empty sentence; a DeepPavlov module's export: the mix without `gamma`, as
+DeepPavlov's `default` is); and bool `sequence_mask` `(batch, max_len)`, as TF Hub's
 ELMo documents them. The `default` signature also returns `tokens` tf.string
 `(batch, max_len)`, the in-graph whitespace split (padded with `""`), so a client can align
 the vectors with its words. Positions past a sentence's end are exactly zero.
@@ -79,6 +80,12 @@ class ElmoModule(tf.Module):
             (`keras_elmo.text.sentence_windows`); never refused, never truncated.
         trainable_bilm: bool, make the biLM's variables trainable too, as TF Hub's elmo/1
             did (False: only the mix is trainable).
+        default_with_gamma: bool, `default` is the mean of `elmo` over the real tokens, as
+            Google's TF Hub modules return it (True); False: the mean of the mix without
+            `gamma` (`sum_j softmax(s)_j h_j`), as DeepPavlov's modules return it.
+        text_input: str, the name of the `default` signature's input (`"text"`; an export
+            of a TF Hub module keeps the module's: Google's `"default"`, DeepPavlov's
+            `"strings"`, so that `signatures["default"](default=...)` calls still work).
         name: module name.
 
     Call (each attribute is a `tf.function`; see the module docstring for shapes):
@@ -101,7 +108,8 @@ class ElmoModule(tf.Module):
     trainable_variables = ()
 
     def __init__(self, bilm, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
-                 trainable_bilm=False, name="elmo"):
+                 trainable_bilm=False, default_with_gamma=True, text_input="text",
+                 name="elmo"):
         super().__init__(name=name)
         if not isinstance(bilm, BiLM):
             raise ValueError(f"ElmoModule needs a keras_elmo.BiLM; received "
@@ -121,8 +129,19 @@ class ElmoModule(tf.Module):
         elif not scalar_mix.built or tuple(scalar_mix.scalar_parameters.shape) != (num_layers,):
             raise ValueError(f"scalar_mix must be built over the biLM's {num_layers} layers; "
                              f"received {scalar_mix!r}.")
+        if not (isinstance(text_input, str) and text_input.isidentifier()):
+            raise ValueError(f"text_input must be a Python identifier (a signature input "
+                             f"name); received {text_input!r}.")
+        if not isinstance(default_with_gamma, bool):
+            raise ValueError(f"default_with_gamma must be True or False; received "
+                             f"{default_with_gamma!r}.")
+        if not default_with_gamma and scalar_mix.do_layer_norm:
+            raise ValueError("default_with_gamma=False (DeepPavlov's `default`) is defined "
+                             "for a mix without layer normalisation; received a ScalarMix "
+                             "with do_layer_norm=True.")
         self.max_length = max_length
         self.trainable_bilm = trainable_bilm
+        self.default_with_gamma = default_with_gamma
         self.options = bilm.options
         self._layers = _Layers(bilm, scalar_mix)
         bilm_variables = [self._copy(v, f"bilm/{v.path}", trainable_bilm)
@@ -149,7 +168,7 @@ class ElmoModule(tf.Module):
             tf.TensorSpec([None, None], tf.string, name="tokens"),
             tf.TensorSpec([None], tf.int32, name="sequence_len")])
         self.default = tf.function(self._default, input_signature=[
-            tf.TensorSpec([None], tf.string, name="text")])
+            tf.TensorSpec([None], tf.string, name=text_input)])
         self.char_ids = tf.function(self._char_ids, input_signature=ids_specs)
         # Traced now, for every input `__call__` accepts (a loaded function only has the
         # traces made before saving).
@@ -349,7 +368,11 @@ class ElmoModule(tf.Module):
         outputs = {"word_emb": layers[:, 0, :, :self.options.projection_dim]}  # (b, width, P)
         for j in range(1, self.options.num_layers + 1):
             outputs[f"lstm_outputs{j}"] = layers[:, j]
-        outputs.update(elmo=elmo, default=tf.reduce_sum(elmo * real, axis=1) / count,
+        pooled = elmo
+        if not self.default_with_gamma:  # DeepPavlov's: the mix without gamma
+            weights = tf.nn.softmax(tf.cast(self.scalar_parameters, layers.dtype))
+            pooled = tf.einsum("l,blwd->bwd", weights, layers)
+        outputs.update(elmo=elmo, default=tf.reduce_sum(pooled * real, axis=1) / count,
                        sequence_mask=mask)
         return outputs
 

@@ -15,10 +15,8 @@ Example:
 """
 
 import json
-import math
-import os
 
-from keras_elmo.formats.json_fields import read_json
+from keras_elmo.formats.model_mix import read_mix_file
 from keras_elmo.process.atomic_file import atomic_writer
 from keras_elmo.layers.scalar_mix import ScalarMix
 
@@ -65,36 +63,13 @@ def load_mix_weights(path, num_layers):
     >>> [w.name for w in load_mix_weights("scalar_mix.json", num_layers=3).weights]
     ['scalar_parameters', 'gamma']
 
-    Args:
-        path: the JSON file.
-        num_layers: int, `L + 1` of the biLM it will mix.
-
-    Raises:
-        FileNotFoundError: no file at `path`.
-        ValueError: bad JSON, missing keys, non-finite numbers, or a number of
-            `scalar_parameters` that differs from `num_layers`.
+    `path` and `num_layers` as `keras_elmo.formats.model_mix.read_mix_file` reads them; its
+    one-line errors too.
     """
-    path = os.fspath(path)
-    data = read_json(path, "mix weights file",
-                     'a JSON file {"scalar_parameters": [...], "gamma": ...}')
-    if not isinstance(data, dict) or "scalar_parameters" not in data:
-        found = sorted(data) if isinstance(data, dict) else type(data).__name__
-        raise ValueError(f"mix weights file {path} must hold an object with "
-                         f"'scalar_parameters' (and optionally 'gamma', 'do_layer_norm'); "
-                         f"found {found}.")
-    try:
-        scalars = [float(v) for v in data["scalar_parameters"]]
-        gamma = float(data.get("gamma", 1.0))
-    except (TypeError, ValueError):
-        raise ValueError(f"mix weights file {path}: 'scalar_parameters' must be a list of "
-                         f"numbers and 'gamma' a number; received {data!r}.") from None
-    if len(scalars) != num_layers:
-        raise ValueError(f"mix weights file {path} has {len(scalars)} scalar_parameters; the "
-                         f"biLM has {num_layers} layers (token layer + one per biLSTM layer).")
-    if not all(math.isfinite(v) for v in scalars + [gamma]):
-        raise ValueError(f"mix weights file {path} holds a non-finite number: {data!r}.")
-    do_layer_norm = data.get("do_layer_norm", False)
-    if not isinstance(do_layer_norm, bool):
-        raise ValueError(f"mix weights file {path}: 'do_layer_norm' must be true or false; "
-                         f"received {do_layer_norm!r}.")
-    return build_mix(num_layers, scalars, gamma, do_layer_norm)
+    return build_trained_mix(read_mix_file(path, num_layers), num_layers)
+
+
+def build_trained_mix(mix, num_layers):
+    """A frozen `ScalarMix` of a `keras_elmo.formats.model_mix.TrainedMix` (a mix file's,
+    a TF Hub module's)."""
+    return build_mix(num_layers, list(mix.scalar_parameters), mix.gamma, mix.do_layer_norm)

@@ -28,7 +28,8 @@ from keras_elmo.process.atomic_file import atomic_directory
 from keras_elmo.models.bilm import BiLM
 from keras_elmo.models.elmo_layer import ElmoLayer
 from keras_elmo.export.elmo_module import DEFAULT_MAX_LENGTH, SIGNATURES, ElmoModule
-from keras_elmo.export.mix_weights import load_mix_weights
+from keras_elmo.export.mix_weights import build_trained_mix, load_mix_weights
+from keras_elmo.formats.model_mix import model_mix
 from keras_elmo.formats.model_files import OPTIONS_FILE, resolve_model_files
 from keras_elmo.models.loading import load_bilm
 from keras_elmo.validation import check_int
@@ -38,7 +39,8 @@ METADATA_FILE = "keras_elmo_export.json"
 
 
 def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENGTH,
-                       trainable_bilm=False, overwrite=False):
+                       trainable_bilm=False, overwrite=False, default_with_gamma=True,
+                       text_input="text"):
     """Writes an ELMo SavedModel with the `tokens`, `default` and `char_ids` signatures.
 
     Example:
@@ -57,6 +59,12 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
         trainable_bilm: bool, list the biLM's variables among the export's
             `trainable_variables` (False: only the mix's `s` and `gamma`, as TF Hub's ELMo).
         overwrite: bool, replace an existing non-empty `path` (False: refuse).
+        default_with_gamma: bool, `default` pools `elmo` (True, Google's TF Hub modules);
+            False pools the mix without `gamma`, as DeepPavlov's modules do (an export of a
+            DeepPavlov module sets it: `export_model_files`).
+        text_input: str, the `default` signature's input name (`"text"`; a TF Hub module's
+            export keeps the module's own: `"default"` for Google's, `"strings"` for
+            DeepPavlov's).
 
     Returns:
         `path`.
@@ -67,7 +75,8 @@ def export_saved_model(model, path, scalar_mix=None, max_length=DEFAULT_MAX_LENG
         StorageError: less free space than the weights take, or a storage fault while
             writing (nothing of the export is left; an earlier `path` is untouched).
     """
-    module = _as_module(model, scalar_mix, max_length, trainable_bilm)
+    module = _as_module(model, scalar_mix, max_length, trainable_bilm,
+                        dict(default_with_gamma=default_with_gamma, text_input=text_input))
     path = os.fspath(path)
     _check_target(path, overwrite)
     weights = sum(tf.TensorShape(v.shape).num_elements() * tf.as_dtype(v.dtype).size
@@ -97,6 +106,10 @@ def export_from_files(options_file, weight_file, path, mix_weights_file=None, **
                               mix_weights_file=mix_weights_file, **kwargs)
 
 
+#: The `default` signature's input name in each publisher's TF Hub modules.
+TFHUB_TEXT_INPUTS = {"google": "default", "deeppavlov": "strings"}
+
+
 def export_model_files(files, path, mix_weights_file=None, **kwargs):
     """Exports the biLM of a `keras_elmo.formats.model_files.ModelFiles` (any model
     directory `resolve_model_files` recognises, an ELMoForManyLangs one included: a
@@ -110,13 +123,22 @@ def export_model_files(files, path, mix_weights_file=None, **kwargs):
     Args:
         files: `ModelFiles`.
         path: SavedModel directory to create.
-        mix_weights_file: optional `scalar_mix.json`; the even mix when None.
+        mix_weights_file: optional `scalar_mix.json`; when None, the model's trained mix
+            (its directory's `scalar_mix.json`, a TF Hub module's own mix), else the even mix.
         **kwargs: `max_length`, `trainable_bilm`, `overwrite` of `export_saved_model`.
     """
     bilm = load_bilm(files)
-    mix = None
+    if files.module_dir is not None:  # reproduce the publisher's `default`
+        from keras_elmo.formats.tfhub_module import read_tfhub_module
+
+        publisher = read_tfhub_module(files.module_dir, weights=False).publisher
+        kwargs.setdefault("default_with_gamma", publisher != "deeppavlov")
+        kwargs.setdefault("text_input", TFHUB_TEXT_INPUTS[publisher])
     if mix_weights_file is not None:
         mix = load_mix_weights(mix_weights_file, bilm.num_output_layers)
+    else:
+        trained = model_mix(files, bilm.num_output_layers)
+        mix = None if trained is None else build_trained_mix(trained, bilm.num_output_layers)
     return export_saved_model(bilm, path, scalar_mix=mix, **kwargs)
 
 
@@ -159,7 +181,7 @@ def versioned_path(out_dir, version):
     return os.path.join(os.fspath(out_dir), str(version))
 
 
-def _as_module(model, scalar_mix, max_length, trainable_bilm):
+def _as_module(model, scalar_mix, max_length, trainable_bilm, signature_options=None):
     if isinstance(model, ElmoModule):
         if scalar_mix is not None:
             raise ValueError("scalar_mix cannot be given with an ElmoModule (it has its own).")
@@ -177,7 +199,7 @@ def _as_module(model, scalar_mix, max_length, trainable_bilm):
         raise ValueError("export_saved_model expects a keras_elmo.BiLM, ElmoLayer or "
                          f"ElmoModule; received {type(model).__name__}.")
     return ElmoModule(model, scalar_mix=scalar_mix, max_length=max_length,
-                      trainable_bilm=trainable_bilm)
+                      trainable_bilm=trainable_bilm, **(signature_options or {}))
 
 
 def _check_target(path, overwrite):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from keras_elmo.process import atomic_file
+from keras_elmo.process import atomic_file, file_lock
 from keras_elmo.process.atomic_file import (atomic_directory, atomic_writer, exchange_paths,
                                     remove_stale_temporaries)
 
@@ -35,7 +35,7 @@ def test_temporaries_of_dead_writers_are_removed_by_the_next_write(tmp_path):
     other_host.write_text("x")
     old_style = tmp_path / ".out.hdf5.q1w2e3.tmp"
     old_style.write_text("x")
-    old_enough = time.time() - atomic_file.STALE_SECONDS - 60
+    old_enough = time.time() - file_lock.STALE_SECONDS - 60
     os.utime(old_style, (old_enough, old_enough))
     unrelated = tmp_path / ".other.txt.123@x@abc.tmp"
     unrelated.write_text("x")

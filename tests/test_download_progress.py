@@ -1,10 +1,12 @@
 """The progress of a download: on a terminal one line rewritten with size, rate and time
-left; in a log one line when it starts and one when it ends; nothing when disabled."""
+left; in a log one line when it starts and one when it ends; nothing when disabled. The
+same `Progress` class writes the commands' lines (sentences and tokens): those too."""
 
 import io
 
-from keras_elmo.pretrained import download_progress
-from keras_elmo.pretrained.download_progress import DownloadProgress
+from keras_elmo.process import progress as progress_module
+from keras_elmo.process.progress import Progress
+from keras_elmo.pretrained.download_progress import download_progress
 
 
 class _Terminal(io.StringIO):
@@ -14,9 +16,9 @@ class _Terminal(io.StringIO):
 
 def test_a_terminal_gets_one_line_rewritten_with_the_time_left(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(download_progress.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
     stream = _Terminal()
-    progress = DownloadProgress("efml-de 142.zip", total=4 << 20, stream=stream)
+    progress = download_progress("efml-de 142.zip", total=4 << 20, stream=stream)
     now[0] = 1.0
     progress.update(1 << 20)  # at 1 s: 1 MB/s, 3 MB to go
     now[0] = 1.1
@@ -33,7 +35,7 @@ def test_a_terminal_gets_one_line_rewritten_with_the_time_left(monkeypatch):
 
 def test_a_log_gets_a_first_and_a_last_line_only():
     stream = io.StringIO()
-    progress = DownloadProgress("elmo-small weights.hdf5", total=2048, start=1024,
+    progress = download_progress("elmo-small weights.hdf5", total=2048, start=1024,
                                 source="s3-us-west-2.amazonaws.com", stream=stream)
     for _ in range(100):
         progress.update(10)
@@ -48,13 +50,41 @@ def test_a_log_gets_a_first_and_a_last_line_only():
 
 def test_a_stopped_download_ends_the_terminal_line_and_disabled_writes_nothing():
     stream = _Terminal()
-    progress = DownloadProgress("x", total=10, stream=stream)
+    progress = download_progress("x", total=10, stream=stream)
     progress.update(5)
     progress.stop()
     assert stream.getvalue().endswith("\n")
     quiet = io.StringIO()
-    progress = DownloadProgress("x", total=10, stream=quiet, enabled=False)
+    progress = download_progress("x", total=10, stream=quiet, enabled=False)
     progress.update(5)
     progress.stop()
     progress.close()
     assert quiet.getvalue() == ""
+
+
+def test_a_commands_line_in_a_log_every_interval_and_its_final_line(monkeypatch):
+    """The commands' unit: sentences and tokens, a line per `log_seconds` in a log, the
+    elapsed time in place of the ETA at the end (as before the two classes became one)."""
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    stream = io.StringIO()
+    progress = Progress(5000, label="embed", stream=stream, log_seconds=15)
+    now[0] = 10.0
+    progress.update(sentences=1000, tokens=20000)  # before 15 s: no line
+    now[0] = 20.0
+    progress.update(sentences=1000, tokens=20000)
+    now[0] = 50.0
+    progress.update(sentences=3000, tokens=60000)
+    progress.close()
+    assert stream.getvalue().splitlines() == [
+        "embed: 2,000/5,000 sentences (40%) | 40,000 tokens | 2,000 tok/s | ETA 0:00:30",
+        "embed: 5,000/5,000 sentences (100%) | 100,000 tokens | 2,000 tok/s | ETA 0:00:00",
+        "embed: 5,000/5,000 sentences (100%) | 100,000 tokens | 2,000 tok/s | 0:00:50"]
+    assert progress.sentences == 5000
+
+
+def test_an_unknown_unit_is_one_line():
+    import pytest
+
+    with pytest.raises(ValueError, match="Expected unit one of .* Received: unit='lines'"):
+        Progress(10, unit="lines")

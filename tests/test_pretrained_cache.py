@@ -60,7 +60,7 @@ def test_models_lists_what_was_cached_from_urls(served, tmp_path, capsys):
     code = main(["models"])
     out = capsys.readouterr().out
     assert code == 0
-    assert f"53 models, 0 cached in {_root(tmp_path)}; 2 more cached from URLs (below)" in out
+    assert f"65 models, 0 cached in {_root(tmp_path)}; 2 more cached from URLs (below)" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.startswith("  url-")}
     assert sorted(rows) == sorted(keys)

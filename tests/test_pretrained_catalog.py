@@ -4,22 +4,39 @@ nearest names of an unknown one, and the environment variables read in one place
 
 import json
 import os
+import urllib.parse
 
 import pytest
 
 from keras_elmo.pretrained import settings
 from keras_elmo.pretrained.catalog import (CATALOG_FILE, CatalogError, UnknownModelError,
                                            load_catalog, mirrored_url)
+from keras_elmo.pretrained.catalog_schema import FORMATS, archive_url_kind
 from keras_elmo.pretrained.catalog_table import document_tables, markdown_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Fact fields -> the `sources` group that must cite them when they are not null.
 FACT_GROUPS = {"lstm_dim": "sizes", "projection_dim": "sizes", "highway_layers": "sizes",
                "parameters_millions": "sizes", "output_dim": "output_dim",
-               "training_data": "training_data", "licence": "licence"}
+               "training_data": "training_data", "licence": "licence",
+               "archive_contents": "archive_contents"}
 #: The 44 languages of ELMoForManyLangs' NLPL releases (ids 136-179) and simplified Chinese.
 EFML_CODES = ("ar bg ca cs cu da de el en es et eu fa fi fr ga gl grc he hi hr hu id it ja ko "
               "la lv nl nb nn pl pt ro ru sk sl sv tr ug uk ur vi zht zhs").split()
+#: The models of the other publishers, by family (None: an entry of its own), and format.
+OTHERS = {
+    "tfhub-google": (["tfhub-elmo-1", "tfhub-elmo-2", "tfhub-elmo-3"], "tfhub-module"),
+    "deeppavlov": (["deeppavlov-elmo-ru-wiki", "deeppavlov-elmo-ru-news",
+                    "deeppavlov-elmo-ru-twitter"], "tfhub-module"),
+    "norelmo": (["norelmo-wiki-lemmas", "norelmo-wiki-tokens", "norelmo-30", "norelmo-100"],
+                "bilm-tf"),
+    None: (["polish-elmo", "embeddia-elmo-sl"], "bilm-tf"),
+}
+#: Hosts of the catalog that serve https (each publisher's own page says so); the others
+#: (the NLPL repository, files.deeppavlov.ai, ...) are given as their publisher gives them.
+HTTPS_HOSTS = {"tfhub.dev", "www.kaggle.com", "github.com", "www.clarin.si",
+               "s3-us-west-2.amazonaws.com", "allennlp.s3.amazonaws.com",
+               "exawizardsallenlp.blob.core.windows.net"}
 
 
 @pytest.fixture
@@ -40,6 +57,23 @@ def test_the_catalog_lists_the_published_models(catalog):
     assert (small.lstm_dim, small.projection_dim, small.output_dim, small.highway_layers,
             small.parameters_millions) == (1024, 128, 256, 1, 13.6)
     assert catalog.get("efml-zhs").files[0].urls[0].endswith("zhs.model.tar.bz2")
+    for family, (members, fmt) in OTHERS.items():
+        entries = [catalog.get(name) for name in members]
+        assert [(e.family, e.format, e.layout) for e in entries] == [
+            (family, fmt, "archive")] * len(members), family
+    listed = 8 + len(EFML_CODES) + sum(len(members) for members, _ in OTHERS.values())
+    assert len(catalog) == listed == 65
+    assert {e.format for e in catalog} == set(FORMATS)
+    elmo3 = catalog.get("tfhub-elmo-3")
+    assert (elmo3.projection_dim, elmo3.output_dim, elmo3.lstm_dim, elmo3.main) == (
+        512, 1024, None, True)
+    assert elmo3.files[0].urls == (
+        "https://tfhub.dev/google/elmo/3",
+        "https://www.kaggle.com/api/v1/models/google/elmo/tensorFlow1/elmo/3/download")
+    assert catalog.get("deeppavlov-elmo-ru-news").files[0].urls == (
+        "http://files.deeppavlov.ai/deeppavlov_data/elmo_ru-news_wmt11-16_1.5M_steps.tar.gz",)
+    assert [catalog.get(n).files[0].file_name for n in OTHERS["norelmo"][0]] == [
+        "210.zip", "211.zip", "217.zip", "218.zip"]
 
 
 def _unsourced(entry, references):
@@ -73,6 +107,31 @@ def test_every_fact_cites_a_source_and_nothing_is_made_up(catalog):
             assert all(url.startswith(("http://", "https://")) for url in file.urls)
         if entry.output_dim is not None and entry.projection_dim is not None:
             assert entry.output_dim == 2 * entry.projection_dim, entry.name
+
+
+def test_every_reference_is_cited_and_every_url_is_as_its_publisher_serves_it(catalog):
+    """No reference stands unused; a host that serves https is given as https; a TF Hub
+    handle or Kaggle download URL only for a TF Hub module; the primary URL first, then the
+    mirrors of the same file (the TF Hub handle before Kaggle's copy it redirects to)."""
+    with open(CATALOG_FILE, encoding="utf-8") as handle:
+        references = json.load(handle)["references"]
+    cited = {key for entry in catalog for keys in entry.sources.values() for key in keys}
+    cited |= {key for entry in catalog for file in entry.files
+              for keys in file.sources.values() for key in keys}
+    assert sorted(set(references) - cited) == []
+    for entry in catalog:
+        for file in entry.files:
+            hosts = [urllib.parse.urlsplit(url).hostname for url in file.urls]
+            for url, host in zip(file.urls, hosts):
+                if host in HTTPS_HOSTS:
+                    assert url.startswith("https://"), url
+                if file.role == "archive":
+                    kind = archive_url_kind(url, entry.format)
+                    assert kind == archive_url_kind(url, None) or (
+                        entry.format == "tfhub-module" and kind == "tar"), url
+            if entry.format == "tfhub-module" and "www.kaggle.com" in hosts:
+                assert hosts.index("tfhub.dev") < hosts.index("www.kaggle.com"), entry.name
+            assert len(set(file.urls)) == len(file.urls), entry.name
 
 
 def test_a_stated_sha256_or_size_needs_a_source_of_its_own(tmp_path):
@@ -167,6 +226,21 @@ def test_a_user_catalog_adds_and_replaces_entries(tmp_path, monkeypatch):
      "models['x'].files[0].sources is {'urls': ['a']}; expected an object of lists of "
      "reference keys under ['size', 'sha256']."),
     ({"family": "nope", "language": "en"}, "models['x'].family is 'nope'; expected one of"),
+    ({"language": "en", "layout": "archive", "format": "onnx", "files": [
+        {"role": "archive", "urls": ["https://a/m.zip"]}]},
+     "models['x'].format is 'onnx'; expected one of ['bilm-tf', 'elmoformanylangs', "
+     "'tfhub-module'] or null."),
+    ({"language": "en", "layout": "options+weights", "format": "tfhub-module", "files": [
+        {"role": "options", "urls": ["https://a/o.json"]},
+        {"role": "weights", "urls": ["https://a/w.hdf5"]}]},
+     "models['x'].layout is 'options+weights'; expected 'archive' for format 'tfhub-module'"),
+    ({"language": "en", "layout": "archive", "format": "bilm-tf", "files": [
+        {"role": "archive", "urls": ["https://tfhub.dev/google/elmo/3"]}]},
+     "models['x'].files[0].urls has 'https://tfhub.dev/google/elmo/3'; expected an archive "
+     "named *.zip, *.tar, *.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz."),
+    ({"language": "en", "layout": "archive", "format": "tfhub-module", "files": [
+        {"role": "archive", "urls": ["https://www.kaggle.com/models/google/elmo"]}]},
+     "or, for format 'tfhub-module', a tfhub.dev handle or a Kaggle Models download URL."),
 ])
 def test_a_user_catalog_that_breaks_the_schema_is_one_line(tmp_path, monkeypatch, entry,
                                                            expected):
@@ -207,6 +281,21 @@ def test_an_unknown_name_lists_the_nearest_names(catalog):
         "nearest names: elmo-small, ")
     assert str(raised.value).endswith(f"`keras-elmo models` lists all {len(catalog)} (a model "
                                       "directory that exists is read as a directory).")
+
+
+@pytest.mark.parametrize("url, fmt, kind", [
+    ("https://tfhub.dev/google/elmo/3", "tfhub-module", "tar"),
+    ("https://www.kaggle.com/api/v1/models/google/elmo/tensorFlow1/elmo/3/download",
+     "tfhub-module", "tar"),
+    ("https://tfhub.dev/google/elmo/3", "bilm-tf", None),
+    ("https://www.kaggle.com/models/google/elmo/TensorFlow1/elmo/3", "tfhub-module", None),
+    ("https://example.org/hub/elmo/3", "tfhub-module", None),
+    ("http://files.deeppavlov.ai/deeppavlov_data/elmo_ru-wiki_600k_steps.tar.gz",
+     "tfhub-module", "tar"),
+    ("http://vectors.nlpl.eu/repository/20/218.zip", None, "zip"),
+])
+def test_how_an_archive_url_is_read(url, fmt, kind):
+    assert archive_url_kind(url, fmt) == kind
 
 
 def test_a_mirror_keeps_the_paths(catalog):

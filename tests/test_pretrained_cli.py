@@ -48,10 +48,15 @@ def test_models_lists_the_catalog_and_what_is_cached(served, tmp_path, capsys, m
     monkeypatch.setenv("KERAS_ELMO_CATALOG", stand_ins)  # the stand-ins' sizes, downloaded
     lines = out.splitlines()
     assert code == 0 and err == []
-    assert lines[0].split() == ["NAME", "LANGUAGE", "LSTM/PROJ", "OUTPUT", "PARAMS", "SIZE",
-                                "CACHED"]
-    assert lines[1].split() == ["elmo-small", "en", "1024/128", "256", "13.6M", "?", "no"]
-    assert f"53 models, 0 cached in {tmp_path / 'cache' / 'models'}" in out
+    assert lines[0].split() == ["NAME", "LANGUAGE", "FORMAT", "LSTM/PROJ", "OUTPUT", "PARAMS",
+                                "SIZE", "CACHED"]
+    assert lines[1].split() == ["elmo-small", "en", "bilm-tf", "1024/128", "256", "13.6M", "?",
+                                "no"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows["tfhub-elmo-3"] == ["tfhub-elmo-3", "en", "tfhub-module", "?/512", "1024", "?",
+                                    "?", "no"]
+    assert rows["efml-zhs"][2] == "elmoformanylangs" and rows["norelmo-100"][2] == "bilm-tf"
+    assert f"65 models, 0 cached in {tmp_path / 'cache' / 'models'}" in out
     code, out, err = _run(capsys, "models", "download", "elmo-small", "efml-zhs")
     assert code == 0 and out.splitlines() == [
         f"elmo-small: {tmp_path / 'cache' / 'models' / 'elmo-small'}",
@@ -61,6 +66,8 @@ def test_models_lists_the_catalog_and_what_is_cached(served, tmp_path, capsys, m
     rows = [line.split() for line in out.splitlines()[1:3]]
     assert rows[0][:2] == ["efml-zht", "zh-Hant"] and rows[0][-1] == "no"
     assert rows[1][:2] == ["efml-zhs", "zh-Hans"] and rows[1][-1] != "no"  # its size on disk
+    assert rows[0][-2:] == ["?", "no"]  # no size stated, none recorded
+    assert rows[1][-3] in ("B", "kB", "MB")  # SIZE "125 kB" (recorded), CACHED "138 kB"
     requests = len(served.requests)
     code, out, err = _run(capsys, "models", "download", "--quiet", "efml-zhs")
     assert (code, out.strip(), err) == (
@@ -165,6 +172,8 @@ def test_a_bad_variable_is_one_line(served, capsys, monkeypatch):
                     reason=str(small_filesystem.unavailable()))
 def test_a_full_disk_and_a_read_only_cache_are_the_storage_line(served, tmp_path, capsys,
                                                                  monkeypatch):
+    from keras_elmo.process.file_lock import host_name  # this process's .part file
+
     with small_filesystem.small_filesystem(tmp_path / "disk", size_kib=1024) as disk:
         monkeypatch.setenv("KERAS_ELMO_CACHE", disk.path)
         disk.leave_free(24 * 1024)
@@ -173,7 +182,8 @@ def test_a_full_disk_and_a_read_only_cache_are_the_storage_line(served, tmp_path
         assert err[-1].startswith(
             "keras-elmo models: error: cannot write elmo-small "
             "elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 "
-            f"({disk.path}/models/.partial/elmo-small/weights.part): no space left on device "
+            f"({disk.path}/models/.partial/elmo-small/weights.{os.getpid()}@{host_name()}.part):"
+            " no space left on device "
             "(needs at least 48 kB, ")
         assert "free " in err[-1] and err[-1].endswith(
             "run the same command again (KERAS_ELMO_CACHE=DIR puts the model cache elsewhere).")

@@ -231,16 +231,21 @@ def test_truncated_weights_are_refused_before_they_count_as_cached(served, mirro
 
 
 def test_a_cached_file_changed_since_its_download_is_one_line(served, tmp_path):
+    import hashlib
+
     path = resolve_model("elmo-small").model_dir
-    with open(os.path.join(path, "weights.hdf5"), "r+b") as handle:
+    weights = os.path.join(path, "weights.hdf5")
+    before = hashlib.sha256(open(weights, "rb").read()).hexdigest()
+    with open(weights, "r+b") as handle:
         handle.seek(100)
         handle.write(b"\0\1\2")
+    after = hashlib.sha256(open(weights, "rb").read()).hexdigest()
     with pytest.raises(CacheChangedError) as raised:
         resolve_model("elmo-small")
     assert str(raised.value) == (
         f"the cached model elmo-small ({_cache(tmp_path) / 'elmo-small'}) changed since it was "
-        "downloaded: weights.hdf5 has another sha256 than when downloaded; download it afresh "
-        "with `keras-elmo models download elmo-small --force`.")
+        f"downloaded: weights.hdf5 has sha256 {after[:16]}...; expected {before[:16]}... as "
+        "downloaded; download it afresh with `keras-elmo models download elmo-small --force`.")
     assert download_model("elmo-small", force=True) == path
     assert resolve_model("elmo-small").model_dir == path  # whole again
 
@@ -284,8 +289,9 @@ def test_urls_offline_and_changed_say_what_to_do(served, tmp_path, monkeypatch):
     weights = resolve_model(**pair).weight_file
     with open(weights, "ab") as handle:
         handle.write(b"more")
-    with pytest.raises(CacheChangedError, match=r"weights.hdf5 is \d+ bytes, \d+ when "
-                                                r"downloaded; remove .*url-[0-9a-f]{16} and run "
+    with pytest.raises(CacheChangedError, match=r"weights.hdf5 is \d+ bytes; expected \d+ "
+                                                r"bytes as downloaded; remove .*"
+                                                r"url-[0-9a-f]{16} and run "
                                                 r"the same command again.$"):
         resolve_model(**pair)
 

@@ -40,6 +40,7 @@ from keras_elmo.text.token_vocabulary import vocabulary_batch_to_ids
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKENDS = ("jax", "torch")
 EFML = os.path.join(ROOT, "tests", "fixtures", "efml", "tiny_zip")
+TFHUB = os.path.join(ROOT, "tests", "fixtures", "tfhub", "google_elmo")
 SENTENCES = [["The", "cat", "sat", "down"], ["北京", "欢迎", "你"], ["x" * 60], []]
 ATOL = 1e-5
 #: The one line of a command that needs TensorFlow, where it is not installed.
@@ -255,6 +256,9 @@ for i, layers in enumerate(embedder.embed_sentences(spec["efml_sentences"])):
     arrays[f"efml_{i}"] = layers
 for i, layers in enumerate(keras_elmo.ElmoEmbedder(spec["model"]).embed_sentences(sentences)):
     arrays[f"embedder_{i}"] = layers
+hub = keras_elmo.ElmoLayer.from_preset(spec["tfhub"], return_layers=True)
+hub_out = hub(keras_elmo.ElmoPreprocessor.from_preset(spec["tfhub"])(sentences))
+arrays["tfhub_layers"], arrays["tfhub_elmo"] = numpy(hub_out["layers"]), numpy(hub_out["elmo"])
 np.savez(spec["out"], **arrays)
 print(json.dumps({"backend": keras.config.backend(),
                   "tensorflow": "tensorflow" in sys.modules}))
@@ -266,11 +270,12 @@ print(json.dumps({"backend": keras.config.backend(),
 def test_the_models_without_tensorflow_equal_the_references(venv, files, mirror, backend,
                                                             tmp_path):
     """A tiny biLM and an `ElmoLayer` on char ids; a published-layout directory, a preset
-    (the mirror's `elmo-small`) and an ELMoForManyLangs directory, held to the numpy
-    reference and to EFML's own outputs; `ElmoEmbedder` (JAX: compiled, padded shapes)."""
+    (the mirror's `elmo-small`), an ELMoForManyLangs directory and a TF1 Hub module, held
+    to the numpy reference and to EFML's own outputs; `ElmoEmbedder` (JAX: compiled, padded
+    shapes)."""
     saved = str(tmp_path / "out.npz")
     spec = dict(sentences=SENTENCES, model=files["model"], efml=EFML,
-                efml_sentences=efml_sentences(), out=saved)
+                efml_sentences=efml_sentences(), out=saved, tfhub=TFHUB)
     assert python_in(venv, backend, _MODELS, spec, tmp_path) == {"backend": backend,
                                                                  "tensorflow": False}
     got = np.load(saved)
@@ -289,6 +294,21 @@ def test_the_models_without_tensorflow_equal_the_references(venv, files, mirror,
         np.testing.assert_allclose(got[f"efml_{i}"], expected, rtol=0, atol=ATOL)
     for i, n in enumerate(lengths):
         np.testing.assert_allclose(got[f"embedder_{i}"], layers[i, :, :n], rtol=0, atol=ATOL)
+    # A TF1 Hub module (Google's naming), read without TensorFlow, with its trained mix.
+    source = os.path.join(os.path.dirname(TFHUB), "input_model")
+    with open(os.path.join(source, "options.json"), encoding="utf-8") as handle:
+        hub_options = json.load(handle)
+    with open(os.path.join(source, "mix.json"), encoding="utf-8") as handle:
+        hub_mix = json.load(handle)["google_elmo"]
+    hub_layers, hub_mask = reference(
+        hub_options, weight_fixtures.read_hdf5_datasets(os.path.join(source, "weights.hdf5")),
+        SENTENCES)
+    np.testing.assert_allclose(got["tfhub_layers"], hub_layers, rtol=0, atol=ATOL)
+    weights = np.exp(hub_mix["aggregation/weights"])
+    weights /= weights.sum()
+    expected = hub_mix["aggregation/scaling"] * np.einsum("l,bltd->btd", weights, hub_layers)
+    np.testing.assert_allclose(got["tfhub_elmo"], expected * hub_mask[..., None], rtol=0,
+                               atol=ATOL)
 
 
 # --- in the venv: the command line -----------------------------------------------------------

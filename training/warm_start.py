@@ -13,7 +13,8 @@ SOURCE_DIR` does this. `SOURCE_DIR` is any model directory in the published layo
 An ELMoForManyLangs model directory, as downloaded, is a source too: the run becomes a
 vocabulary model (docs/model.md section 10) that keeps EFML's char.dic and word.dic for its
 input side (`ModelDir.prepare` copies them) and starts a new softmax over the run's
-vocabulary (EFML's releases carry none).
+vocabulary (EFML's releases carry none). A TF1 Hub module (Google's `elmo`, DeepPavlov's) is
+one as well: its biLM's weights, a new softmax.
 
 So a bilm-tf / AllenNLP model (weights only) starts its new softmax from scratch, and one
 of ours keeps what its softmax learned for every word it knew. The new vocabulary may differ
@@ -54,6 +55,11 @@ def source_options(source_dir):
             from keras_elmo.formats.efml_weights import efml_options_of_dir
 
             return efml_options_of_dir(files.efml_dir)
+        if files.module_dir is not None:
+            from keras_elmo.formats.tfhub_module import read_tfhub_module
+
+            return BiLMOptions.from_dict(
+                read_tfhub_module(files.module_dir, weights=False).options)
     except FileNotFoundError as error:
         raise FileNotFoundError(f"--init-from {error}") from None
     options = BiLMOptions.from_file(files.options_file)
@@ -83,10 +89,18 @@ def warm_start(model, source_dir, vocab):
 
     source_dir = os.fspath(source_dir)
     check_source(model.options, source_dir)
-    if resolve_model_files(source_dir).efml_dir is not None:  # EFML releases have no softmax
+    files = resolve_model_files(source_dir)
+    if files.efml_dir is not None:  # EFML releases have no softmax
         from keras_elmo.formats.efml_weights import load_efml_weights
 
         load_efml_weights(model.backbone, source_dir)
+        return {"source": source_dir, "softmax_rows_copied": 0, "vocab_size": len(vocab)}
+    if files.module_dir is not None:  # nor have TF Hub modules
+        from keras_elmo.formats.tfhub_module import read_tfhub_module
+        from keras_elmo.formats.weight_file import load_bilm_arrays
+
+        load_bilm_arrays(model.backbone, read_tfhub_module(source_dir).arrays,
+                         f"TF Hub module {source_dir}")
         return {"source": source_dir, "softmax_rows_copied": 0, "vocab_size": len(vocab)}
     source = ModelDir(source_dir)
     copied = 0

@@ -8,8 +8,9 @@
     MODEL_DIR/word.dic         and its words, when it has a word embedding
 
 An ELMoForManyLangs model directory as downloaded (config.json, char.dic, word.dic,
-token_embedder.pkl, encoder.pkl) is a model directory too: `resolve_model_files`
-recognises it by its files (`keras_elmo.formats.efml_model.is_efml_model_dir`).
+token_embedder.pkl, encoder.pkl) and a TF1 Hub module (tfhub_module.pb, saved_model.pb,
+variables/) are model directories too: `resolve_model_files` asks
+`keras_elmo.formats.model_format` which format a directory has, by its files.
 
 This module imports nothing but `os`, on purpose: the CLI (`keras-elmo embed`, `neighbors`,
 `export`) checks MODEL_DIR with `find_model_files` before it loads TensorFlow, so that a
@@ -38,10 +39,16 @@ class ModelFiles:
 
     Attributes:
         options_file, weight_file: the published-layout pair, or None for an
-            ELMoForManyLangs directory.
+            ELMoForManyLangs directory or a TF Hub module.
         efml_dir: the ELMoForManyLangs model directory, or None.
         mix_file, vocab_file: `scalar_mix.json` and `vocab.txt` of a model directory, or None.
         char_dic, word_dic: a model directory's `char.dic` / `word.dic`, or None.
+        module_dir: the TF1 Hub module directory, or None (its trained mix comes with it:
+            `keras_elmo.formats.tfhub_module.read_tfhub_module(module_dir).mix`).
+        format: `keras_elmo.formats.model_format`'s name of the format (`"bilm-tf"`,
+            `"elmoformanylangs"`, `"tfhub-module"`).
+        checked: bool, the download cache checked these files at this use (their sha256 at
+            landing, their size, time and inode now): readers skip their own checksums.
     """
 
     options_file: str = None
@@ -51,6 +58,9 @@ class ModelFiles:
     vocab_file: str = None
     char_dic: str = None
     word_dic: str = None
+    module_dir: str = None
+    format: str = "bilm-tf"
+    checked: bool = False
 
 
 def find_model_files(model_dir):
@@ -74,6 +84,12 @@ def find_model_files(model_dir):
         raise FileNotFoundError(f"model directory not found: {model_dir} {what}; expected a "
                                 f"directory with {OPTIONS_FILE} and {WEIGHTS_FILE} (or an "
                                 "ELMoForManyLangs model directory).")
+    from keras_elmo.formats.model_format import published_pair
+
+    pair = published_pair(model_dir)
+    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
+    if pair is not None:
+        return pair[0], pair[1], (mix if os.path.isfile(mix) else None)
     found = []
     for name in (OPTIONS_FILE, WEIGHTS_FILE):
         path = os.path.join(model_dir, name)
@@ -83,7 +99,6 @@ def find_model_files(model_dir):
                                     f"{OPTIONS_FILE} and {WEIGHTS_FILE} (a training run writes "
                                     f"{WEIGHTS_FILE} when it ends).")
         found.append(path)
-    mix = os.path.join(model_dir, MIX_WEIGHTS_FILE)
     return found[0], found[1], (mix if os.path.isfile(mix) else None)
 
 
@@ -116,14 +131,16 @@ def resolve_model_files(model_dir=None, options_file=None, weight_file=None):
                          "FILE; received neither.")
     if model_dir is not None:
         model_dir = os.fspath(model_dir)
-        from keras_elmo.formats.efml_model import CONFIG_FILE, is_efml_model_dir
+        from keras_elmo.formats import model_format
 
-        # EFML's config.json without our options.json: an EFML directory, maybe missing a
-        # file, which its reader then names.
-        if not os.path.isfile(os.path.join(model_dir, OPTIONS_FILE)) and (
-                is_efml_model_dir(model_dir)
-                or os.path.isfile(os.path.join(model_dir, CONFIG_FILE))):
-            return ModelFiles(efml_dir=model_dir)
+        # An incomplete directory gets the format it is meant to have: its reader then
+        # names the file that is missing.
+        format = (model_format.intended_format(model_dir) if os.path.isdir(model_dir)
+                  else model_format.BILM_TF)
+        if format == model_format.EFML:
+            return ModelFiles(efml_dir=model_dir, format=format)
+        if format == model_format.TFHUB_MODULE:
+            return ModelFiles(module_dir=model_dir, format=format)
         options_file, weight_file, mix = find_model_files(model_dir)
 
         def present(name):

@@ -416,3 +416,27 @@ def save_published(bilm, directory):
 
         save_vocabulary(bilm.vocabulary, directory)
     return options_path, weights_path
+
+
+def load_bilm_arrays(bilm, arrays, where):
+    """Assigns in-memory published-layout arrays (`{"char_embed": (261, E), ...}`, as
+    `read_weight_file` or `keras_elmo.formats.tfhub_module` return them) to a `BiLM` built
+    from the matching options; every name, shape and value is checked before any is
+    assigned.
+
+    Args:
+        bilm: the `BiLM`.
+        arrays: `{dataset name: numpy array}`.
+        where: what the arrays came from, for the error line (`"TF Hub module elmo_3"`).
+
+    Raises:
+        ValueError: an array missing, of the wrong shape, not part of a model with these
+            options, or holding NaN or inf (one line naming it).
+    """
+    entries = _mapping(bilm)
+    check_dataset_shapes(where, {name: tuple(np.shape(a)) for name, a in arrays.items()},
+                         {name: shape for name, shape, _, _ in entries})
+    for name, _, _, _ in entries:
+        _check_finite(np.asarray(arrays[name]), f"{where}: weight {name!r}")
+    for name, _, to_layer, _ in entries:
+        to_layer(np.asarray(arrays[name], np.float32))

@@ -199,19 +199,17 @@ class BiLM(keras.Model):
         Example:
         >>> bilm = BiLM.from_preset("elmo-small")  # doctest: +SKIP
         """
-        from keras_elmo.formats.model_files import resolve_model_files
-        from keras_elmo.pretrained.resolve import resolve_model
+        from keras_elmo.pretrained.resolve import resolve_files
 
-        local = resolve_model(preset)
-        return cls.from_model_files(resolve_model_files(
-            local.model_dir, local.options_file, local.weight_file), **kwargs)
+        return cls.from_model_files(resolve_files(preset), **kwargs)
 
     @classmethod
     def from_model_files(cls, files, **kwargs):
         """A `BiLM` of the `keras_elmo.formats.model_files.ModelFiles` of a local model
         directory or pair (`resolve_model_files`): an ELMoForManyLangs directory by
-        `from_efml`, a published pair by `from_weights`, with a vocabulary model's
-        vocabulary (char.dic, word.dic) read beside it.
+        `from_efml`, a TF1 Hub module by `from_tfhub_module`, a published pair by
+        `from_weights`, with a vocabulary model's vocabulary (char.dic, word.dic) read
+        beside it.
 
         Args:
             files: `ModelFiles`.
@@ -222,6 +220,9 @@ class BiLM(keras.Model):
 
         if files.efml_dir is not None:
             return cls.from_efml(files.efml_dir, **kwargs)
+        if files.module_dir is not None:
+            return cls.from_tfhub_module(files.module_dir, verify_checksums=not files.checked,
+                                         **kwargs)
         options = BiLMOptions.from_file(files.options_file)
         vocabulary = read_model_vocabulary(files, options) if options.char_vocabulary else None
         return cls.from_weights(options, files.weight_file, vocabulary=vocabulary, **kwargs)
@@ -253,6 +254,41 @@ class BiLM(keras.Model):
         bilm = cls(efml_weights.efml_options(model), zero_init=True,
                    vocabulary=efml_weights.efml_vocabulary(model), **kwargs)
         efml_weights.load_efml_weights(bilm, model)
+        return bilm
+
+    @classmethod
+    def from_tfhub_module(cls, directory, verify_checksums=True, **kwargs):
+        """A `BiLM` with the weights of a TF1 Hub module directory (Google's `elmo` 1-3,
+        DeepPavlov's, any module bilm-tf's graph code made), read without TensorFlow.
+
+        The options come from the checkpoint's shapes and the graph's constants
+        (`keras_elmo.formats.tfhub_module`); the module's trained mix is not part of the
+        biLM: `ElmoLayer.from_preset` starts from it. Stateless like every `BiLM`: the
+        module's LSTMs carry their state across calls, so the two agree on the module's
+        first call after loading (`stateful=True` carries it as the module does).
+
+        Args:
+            directory: the module directory (tfhub_module.pb, saved_model.pb, variables/),
+                unpacked.
+            verify_checksums: check every tensor's CRC-32C (False where the download cache
+                has checked the files: `resolve_files`).
+            **kwargs: passed to the constructor (`dtype`, `stateful`, `name`, ...).
+
+        Raises:
+            FileNotFoundError: the directory or one of its files is missing.
+            ValueError: a variable or graph constant does not fit (one line naming it);
+                nothing is loaded.
+
+        Example:
+        >>> bilm = BiLM.from_tfhub_module("elmo_3")  # tar -xzf 3.tar.gz -C elmo_3  # doctest: +SKIP
+        """
+        from keras_elmo.formats import weight_file as weight_format
+        from keras_elmo.formats.options import BiLMOptions
+        from keras_elmo.formats.tfhub_module import read_tfhub_module
+
+        module = read_tfhub_module(directory, verify_checksums=verify_checksums)
+        bilm = cls(BiLMOptions.from_dict(module.options), zero_init=True, **kwargs)
+        weight_format.load_bilm_arrays(bilm, module.arrays, f"TF Hub module {directory}")
         return bilm
 
     @property

@@ -136,18 +136,41 @@ class ElmoLayer(keras.layers.Layer):
         return cls(bilm, **kwargs)
 
     @classmethod
-    def from_preset(cls, preset, **kwargs):
+    def from_preset(cls, preset, use_model_mix=True, **kwargs):
         """An `ElmoLayer` over a published model's catalog name, the URL of a model archive
         or a model directory of any kind (`BiLM.from_preset`).
 
-        `**kwargs` are the constructor's (`stateful` reaches the biLM, `dtype` too).
+        A model that carries a trained mix starts every mix from it: a TF Hub module's own
+        (`ElmoLayer.from_preset("tfhub-elmo-3")` returns the module's `elmo` output), or the
+        `scalar_mix.json` beside a model's weights; else the even mix (`softmax(0)`,
+        `gamma` 1). The mix stays trainable.
+
+        Args:
+            preset: str, a name (`"elmo-small"`, `"tfhub-elmo-3"`), a URL or a directory.
+            use_model_mix: bool, start from the model's trained mix when it has one (True).
+            **kwargs: the constructor's (`stateful` reaches the biLM, `dtype` too).
 
         Example:
         >>> elmo = ElmoLayer.from_preset("elmo-small", dropout=0.5)  # doctest: +SKIP
+        >>> elmo = ElmoLayer.from_preset("tfhub-elmo-3")  # TF Hub's `elmo`  # doctest: +SKIP
         """
-        bilm = BiLM.from_preset(preset, stateful=kwargs.get("stateful", False), name="bilm",
-                                dtype=kwargs.get("dtype"))
-        return cls(bilm, **kwargs)
+        from keras_elmo.formats.model_mix import model_mix
+        from keras_elmo.pretrained.resolve import resolve_files
+
+        files = resolve_files(preset)
+        bilm = BiLM.from_model_files(files, stateful=kwargs.get("stateful", False),
+                                     name="bilm", dtype=kwargs.get("dtype"))
+        mix = model_mix(files, bilm.num_output_layers) if use_model_mix else None
+        if mix is not None:
+            kwargs.setdefault("do_layer_norm", mix.do_layer_norm)
+        layer = cls(bilm, **kwargs)
+        if mix is not None:
+            for scalar_mix in layer.scalar_mixes:
+                scalar_mix.scalar_parameters.assign(
+                    ops.convert_to_tensor(mix.scalar_parameters, "float32"))
+                scalar_mix.gamma.assign(ops.reshape(ops.convert_to_tensor(
+                    mix.gamma, "float32"), tuple(scalar_mix.gamma.shape)))
+        return layer
 
     def build(self, input_shape=None):
         layers_shape = (None, self.bilm.num_output_layers, None, self.bilm.output_dim)

@@ -85,17 +85,21 @@ class ElmoPreprocessor(keras.layers.Layer):
         """The preprocessor of a published model's catalog name, a model archive's URL or
         a model directory (`keras_elmo.load_bilm`'s presets): reads its options and
         vocabulary, not its weights."""
-        from keras_elmo.formats.model_files import resolve_model_files
         from keras_elmo.formats.model_vocabulary import read_model_vocabulary
         from keras_elmo.formats.options import BiLMOptions
-        from keras_elmo.pretrained.resolve import resolve_model
+        from keras_elmo.pretrained.resolve import resolve_files
 
-        local = resolve_model(preset)
-        files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
+        files = resolve_files(preset)
         if files.efml_dir is not None:
             from keras_elmo.formats import efml_weights
 
             return cls(vocabulary=efml_weights.efml_vocabulary(files.efml_dir), **kwargs)
+        if files.module_dir is not None:  # a TF Hub module: a byte model
+            from keras_elmo.formats.tfhub_module import read_tfhub_module
+
+            options = BiLMOptions.from_dict(
+                read_tfhub_module(files.module_dir, weights=False).options)
+            return cls(max_characters_per_token=options.max_characters_per_token, **kwargs)
         options = BiLMOptions.from_file(files.options_file)
         if options.char_vocabulary:
             return cls(vocabulary=read_model_vocabulary(files, options), **kwargs)

@@ -22,7 +22,7 @@ Example:
 >>> elmo = keras_elmo.ElmoLayer(bilm)  # takes tf.string tokens  # doctest: +SKIP
 """
 
-from keras_elmo.formats.model_files import ModelFiles, resolve_model_files
+from keras_elmo.formats.model_files import ModelFiles
 
 
 def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
@@ -60,8 +60,7 @@ def load_bilm(model_dir=None, options_file=None, weight_file=None, **kwargs):
     if isinstance(model_dir, ModelFiles):
         files = model_dir
     else:
-        from keras_elmo.pretrained.resolve import resolve_model
+        from keras_elmo.pretrained.resolve import resolve_files
 
-        local = resolve_model(model_dir, options_file, weight_file)
-        files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
+        files = resolve_files(model_dir, options_file, weight_file)
     return BiLM.from_model_files(files, **kwargs)

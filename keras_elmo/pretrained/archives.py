@@ -2,8 +2,12 @@
 
 A crafted archive must not write outside the folder it is unpacked into: every member is
 checked before anything of it is written, and refused (one `ArchiveRefusedError` line) when
-its name is absolute, holds `..`, or would land outside the folder, and when it is anything
-but a regular file or a directory (a symbolic or hard link, a device, a FIFO). A member name
+its name is absolute, holds `..` or an empty or `.` step, or would land outside the folder,
+and when it is anything but a regular file or a directory (a symbolic or hard link, a
+device, a FIFO). One leading `./` is the archive's own folder (TF Hub's and Kaggle's
+archives list `./`, `./saved_model.pb`, `./variables/`), and nothing more: `./..` and
+`.//etc` are refused. An archive named by no extension (a tfhub.dev handle) is told by its
+first bytes (`sniff_archive_kind`). A member name
 that repeats is refused too (it would overwrite). The caller unpacks into a staging folder
 that it removes on any error, so a refused archive leaves nothing behind. A damaged archive
 (a truncated download) is one `ArchiveDamagedError` line.
@@ -16,6 +20,8 @@ Example:
 ['char.dic', 'config.json', 'encoder.pkl', 'token_embedder.pkl', 'word.dic']
 """
 
+import bz2
+import gzip
 import lzma
 import os
 import shutil
@@ -30,6 +36,10 @@ from keras_elmo.process.storage_errors import check_free_space
 SUFFIXES = {".zip": "zip", ".tar": "tar", ".tar.gz": "tar", ".tgz": "tar", ".tar.bz2": "tar",
             ".tbz2": "tar", ".tar.xz": "tar", ".txz": "tar"}
 _CHUNK = 1 << 20
+#: Where a tar header holds `ustar` (POSIX and GNU tar).
+_TAR_MAGIC_AT = 257
+#: The first bytes of a compressed file -> its compression.
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
 
 
 class ArchiveRefusedError(ValueError):
@@ -52,6 +62,67 @@ def archive_kind(name):
     lowered = name.lower()
     return next((kind for suffix, kind in sorted(SUFFIXES.items(), key=lambda s: -len(s[0]))
                  if lowered.endswith(suffix)), None)
+
+
+def sniff_archive_kind(path, what, name=None):
+    """`"zip"` or `"tar"` from the first bytes of the file `path` (a URL that names no
+    archive extension: a tfhub.dev handle, Kaggle's download URL; and every other, whose
+    name could lie). `what` names the source in the line (`"the model URL ..."`), `name`
+    the file name its server gave (Content-Disposition), if any.
+
+    zip (`PK\\x03\\x04`), and a tar (`ustar` at byte 257) plain or compressed with gzip
+    (`1f 8b`), bzip2 (`BZh`) or xz (`fd 37 7a 58 5a 00`): the compressed start is opened to
+    see the tar inside.
+
+    Raises:
+        ArchiveRefusedError: anything else, in one line naming what it is (an HDF5 file, a
+            JSON or HTML document, a compressed file that holds no tar, ...).
+
+    Example:
+    >>> sniff_archive_kind("downloads/elmo-3.part", "the URL ...")  # doctest: +SKIP
+    'tar'
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(_TAR_MAGIC_AT + 8)
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
+        return "tar"
+    compression = next((kind for magic, kind in _COMPRESSED.items() if head.startswith(magic)),
+                       None)
+    if compression is not None:
+        opener = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[compression]
+        try:
+            with opener(path, "rb") as handle:
+                inner = handle.read(_TAR_MAGIC_AT + 8)
+        except (OSError, EOFError, lzma.LZMAError, zlib.error):
+            inner = b""
+        if inner[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
+            return "tar"
+        found = f"a {compression}-compressed file that holds no tar archive"
+    else:
+        found = _what_it_is(head)
+    named = f" named {name}" if name else ""
+    raise ArchiveRefusedError(
+        f"{what} served {found}{named}, {os.path.getsize(path):,} bytes, not a model archive; "
+        "expected a zip or a tar (plain, .gz, .bz2 or .xz) holding a model directory; "
+        "nothing of it was kept.")
+
+
+def _what_it_is(head):
+    """What a file that is no archive looks like, from its first bytes."""
+    stripped = head.lstrip()
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "an HDF5 file (a weights file alone?)"
+    if head.startswith(b"(\xb5/\xfd"):
+        return "a zstd-compressed file (not read here)"
+    if stripped[:1] in (b"{", b"["):
+        return "a JSON document"
+    if stripped[:1] == b"<":
+        return "an HTML or XML document"
+    if not head:
+        return "an empty file"
+    return f"a file starting with bytes {head[:8].hex(' ')}"
 
 
 def unpack_archive(path, destination, kind, what, name=None):
@@ -104,8 +175,11 @@ def _unpack_zip(path, destination, what, shown):
                 _refuse(what, shown, member.filename, "is a symbolic link")
             target = _target(destination, member.filename, what, shown)
             if member.is_dir():
-                os.makedirs(target, exist_ok=True)
+                if target is not None:  # None: `./`, the archive's own folder
+                    os.makedirs(target, exist_ok=True)
                 continue
+            if target is None:
+                _refuse(what, shown, member.filename, "names no file")
             with archive.open(member) as source:
                 _write(source, target, member.filename, what, shown)
             written.append(os.path.relpath(target, destination))
@@ -117,7 +191,9 @@ def _unpack_tar(path, destination, what, shown):
     with tarfile.open(path, "r:*") as archive:
         for member in archive:  # read one member at a time: never the whole listing first
             if member.isdir():
-                os.makedirs(_target(destination, member.name, what, shown), exist_ok=True)
+                target = _target(destination, member.name, what, shown)
+                if target is not None:  # None: `./`, the archive's own folder
+                    os.makedirs(target, exist_ok=True)
                 continue
             if not member.isreg():
                 kind = ("is a symbolic link" if member.issym() else
@@ -125,6 +201,8 @@ def _unpack_tar(path, destination, what, shown):
                         "is a device or FIFO, not a regular file")
                 _refuse(what, shown, member.name, kind)
             target = _target(destination, member.name, what, shown)
+            if target is None:
+                _refuse(what, shown, member.name, "names no file")
             source = archive.extractfile(member)
             with source:
                 _write(source, target, member.name, what, shown)
@@ -133,16 +211,21 @@ def _unpack_tar(path, destination, what, shown):
 
 
 def _target(destination, name, what, shown):
-    """Where member `name` goes; refused when absolute, with `..`, or outside."""
+    """Where member `name` goes, or None for the archive's own folder (`.`, `./`); refused
+    when absolute, with `..`, an empty or a `.` step past a leading `./`, or outside."""
     normalised = name.replace("\\", "/")
     if not normalised or normalised.startswith("/") or (len(normalised) > 1
                                                          and normalised[1] == ":"):
         _refuse(what, shown, name, "is an absolute path")
-    parts = [part for part in normalised.split("/") if part not in ("", ".")]
+    relative = normalised[2:] if normalised.startswith("./") else normalised
+    relative = relative[:-1] if relative.endswith("/") else relative
+    if relative in ("", "."):
+        return None  # the archive's own folder (TF Hub's and Kaggle's archives list `./`)
+    parts = relative.split("/")
     if ".." in parts:
         _refuse(what, shown, name, "climbs out with '..'")
-    if not parts:
-        _refuse(what, shown, name, "names no file")
+    if "" in parts or "." in parts:
+        _refuse(what, shown, name, "has an empty or '.' step inside its path")
     target = os.path.join(destination, *parts)
     parent = os.path.realpath(os.path.dirname(target))
     if parent != destination and not parent.startswith(destination + os.sep):

@@ -56,7 +56,10 @@ class CatalogEntry:
         files: tuple of `ModelFile`, in the order of `ROLES[layout]`, then the extra files
             (`EXTRA_ROLES`: the vocabulary) that land in the model directory.
         lstm_dim, projection_dim, output_dim, highway_layers: ints; parameters_millions.
-        title, format, language_name, training_data, licence, source_page, note: str.
+        title, language_name, training_data, licence, source_page, note: str.
+        format: `"bilm-tf"`, `"elmoformanylangs"` or `"tfhub-module"` (`FORMATS`).
+        archive_contents: str, what the archive holds as its publisher states it (the
+            folder and file names: `norelmo/options.json, model.hdf5`), or None.
         main: bool, listed in the README's short table.
         sources: dict, fact group -> reference keys (the catalog's `references`).
     """
@@ -78,6 +81,7 @@ class CatalogEntry:
     licence: str = None
     source_page: str = None
     note: str = None
+    archive_contents: str = None
     family: str = None
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
 

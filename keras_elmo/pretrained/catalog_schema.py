@@ -14,6 +14,8 @@ Example:
 Traceback (most recent call last):
 ...
 keras_elmo.pretrained.catalog_schema.CatalogError: ...layout is 'zip'; expected one of ['options+weights', 'archive'].
+>>> archive_url_kind("https://tfhub.dev/google/elmo/3", "tfhub-module")
+'tar'
 """
 
 import json
@@ -27,6 +29,14 @@ SCHEMA_VERSION = 1
 #: A model name: what a cache folder may be called, and never a path.
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 LAYOUTS = ("options+weights", "archive")
+#: What the files hold: bilm-tf's published pair (options JSON + HDF5 weights, or a folder of
+#: them in an archive), an ELMoForManyLangs model directory, or a TF1 Hub module (a tar.gz of
+#: `tfhub_module.pb`, `saved_model.pb` and `variables/`).
+FORMATS = ("bilm-tf", "elmoformanylangs", "tfhub-module")
+#: Hosts that serve a TF1 Hub module as a tar.gz at a URL with no archive name: TF Hub's
+#: handles (`?tf-hub-format=compressed` appended by the downloader) and Kaggle Models'
+#: download URLs (`/api/v1/models/OWNER/MODEL/FRAMEWORK/VARIATION/VERSION/download`).
+HUB_HOSTS = ("tfhub.dev", "www.kaggle.com", "kaggle.com")
 #: The roles of a layout's files, in the order they are fetched.
 ROLES = {"options+weights": ("options", "weights"), "archive": ("archive",)}
 #: Files an entry may list after its layout's, each once, landing in the model directory
@@ -35,7 +45,7 @@ EXTRA_ROLES = ("vocabulary",)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _INT_FIELDS = ("lstm_dim", "projection_dim", "output_dim", "highway_layers")
 _TEXT_FIELDS = ("title", "format", "language_name", "training_data", "licence",
-                "source_page", "note")
+                "source_page", "note", "archive_contents")
 _ENTRY_FIELDS = {"family", "language", "layout", "main", "parameters_millions", "files",
                  "sources", *_INT_FIELDS, *_TEXT_FIELDS}
 _FILE_FIELDS = {"role", "urls", "size", "sha256", "optional", "sources"}
@@ -126,13 +136,19 @@ def parse_entry(name, fields, families=None, where="the catalog"):
     for key in _TEXT_FIELDS:
         if merged.get(key) is not None and not isinstance(merged[key], str):
             raise CatalogError(f"{at}.{key} is {merged[key]!r:.60}; expected a string or null.")
+    fmt = merged.get("format")
+    if fmt is not None and fmt not in FORMATS:
+        raise CatalogError(f"{at}.format is {fmt!r}; expected one of {list(FORMATS)} or null.")
+    if fmt == "tfhub-module" and layout != "archive":
+        raise CatalogError(f"{at}.layout is {layout!r}; expected 'archive' for format "
+                           "'tfhub-module' (a TF1 Hub module comes as one tar.gz).")
     if not isinstance(merged.get("main", False), bool):
         raise CatalogError(f"{at}.main is {merged['main']!r}; expected true or false.")
     if not all(isinstance(k, str) and isinstance(v, list) and all(isinstance(s, str) for s in v)
                for k, v in sources.items()):
         raise CatalogError(f"{at}.sources is {sources!r:.80}; expected an object of lists of "
                            "reference keys.")
-    files = _files(merged.get("files"), layout, at)
+    files = _files(merged.get("files"), layout, at, fmt)
     values = {key: merged.get(key) for key in _INT_FIELDS + _TEXT_FIELDS}
     return CatalogEntry(name=name, language=merged["language"], layout=layout, files=files,
                         main=merged.get("main", False),
@@ -140,7 +156,7 @@ def parse_entry(name, fields, families=None, where="the catalog"):
                         **values)
 
 
-def _files(files, layout, at):
+def _files(files, layout, at, fmt=None):
     roles = ROLES[layout]
     received = [f.get("role") if isinstance(f, dict) else f for f in files] \
         if isinstance(files, list) else files
@@ -164,9 +180,12 @@ def _files(files, layout, at):
                                "http(s) URLs, the primary first.")
         if file["role"] == "archive":
             for url in urls:
-                if archive_kind(urllib.parse.urlsplit(url).path) is None:
+                if archive_url_kind(url, fmt) is None:
+                    hub = (" or, for format 'tfhub-module', a tfhub.dev handle or a Kaggle "
+                           "Models download URL") if fmt == "tfhub-module" else ""
                     raise CatalogError(f"{where}.urls has {url!r}; expected an archive named "
-                                       "*.zip, *.tar, *.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz.")
+                                       "*.zip, *.tar, *.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz"
+                                       f"{hub}.")
         size, sha256 = file.get("size"), file.get("sha256")
         if size is not None and (isinstance(size, bool) or not isinstance(size, int)
                                  or size < 1):
@@ -189,6 +208,22 @@ def _files(files, layout, at):
         parsed.append(ModelFile(file["role"], tuple(urls), size,
                                 sha256.lower() if sha256 else None, optional, dict(sources)))
     return tuple(parsed)
+
+
+def archive_url_kind(url, fmt=None):
+    """`"zip"` or `"tar"`: how the archive at `url` is read, else None.
+
+    The URL's path names the archive (`144.zip`, `zhs.model.tar.bz2`); or, for
+    `fmt="tfhub-module"`, the URL is a TF Hub handle or a Kaggle Models download URL
+    (`HUB_HOSTS`), which serve a TF1 Hub module as a tar.gz under no archive name.
+    """
+    parts = urllib.parse.urlsplit(url)
+    kind = archive_kind(parts.path)
+    if kind is None and fmt == "tfhub-module" and parts.hostname in HUB_HOSTS and (
+            parts.hostname == "tfhub.dev" or (parts.path.startswith("/api/v1/models/")
+                                              and parts.path.endswith("/download"))):
+        return "tar"
+    return kind
 
 
 def _is_http_url(url):

@@ -12,7 +12,7 @@ differs from what this module makes of the catalog.
 
 Example:
 >>> print(markdown_table(load_catalog(), "main").splitlines()[0])
-| Name | Language | LSTM / projection | Output | Trained on |
+| Name | Language | Format | LSTM / projection | Output | Trained on |
 """
 
 import re
@@ -36,13 +36,14 @@ def markdown_table(catalog, which):
         raise ValueError(f"Expected which='main' or 'all'. Received: which={which!r}")
     entries = [e for e in catalog if e.main or which == "all"]
     if which == "main":
-        rows = [["Name", "Language", "LSTM / projection", "Output", "Trained on"]]
-        rows += [[f"`{e.name}`", _language(e), _sizes(e), _value(e.output_dim),
-                  _value(e.training_data)] for e in entries]
+        rows = [["Name", "Language", "Format", "LSTM / projection", "Output", "Trained on"]]
+        rows += [[f"`{e.name}`", _language(e), _value(e.format), _sizes(e),
+                  _value(e.output_dim), _value(e.training_data)] for e in entries]
     else:
-        rows = [["Name", "Language", "LSTM / projection", "Output", "Parameters",
+        rows = [["Name", "Language", "Format", "LSTM / projection", "Output", "Parameters",
                  "Trained on", "Files", "Source"]]
-        rows += [[f"`{e.name}`", _language(e), _sizes(e), _value(e.output_dim),
+        rows += [[f"`{e.name}`", _language(e), _value(e.format), _sizes(e),
+                  _value(e.output_dim),
                   f"{e.parameters_millions:g} M" if e.parameters_millions else "?",
                   _value(e.training_data), _files(e),
                   f"[page]({e.source_page})" if e.source_page else "?"] for e in entries]
@@ -65,7 +66,8 @@ def _sizes(entry):
 def _files(entry):
     if entry.layout == "archive":
         name = entry.files[0].file_name.lower()
-        suffix = max((s for s in SUFFIXES if name.endswith(s)), key=len, default=".archive")
+        default = ".tar.gz" if entry.format == "tfhub-module" else ".archive"
+        suffix = max((s for s in SUFFIXES if name.endswith(s)), key=len, default=default)
         return suffix[1:]
     return "options + weights"
 

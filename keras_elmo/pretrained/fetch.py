@@ -7,14 +7,18 @@ mirror's copy first, then the URL as given. The cache folder of a URL depends on
 only, not on the mirror.
 `fetch(plan)` returns the local model directory:
 
-1. cached (its manifest there): every file checked against the manifest, and what the
-   model's files state (sizes, parameters) against what the catalog entry states, no
-   network; a cached copy of another model is removed, in one line;
+1. cached (its manifest there): every file checked against the manifest (its stat; its
+   sha256 only when the stat changed: `model_cache.verify_cached`), and what the model's
+   files state (sizes, parameters) against what the catalog entry states, no network; a
+   cached copy of another model is removed, in one line;
 2. offline (`KERAS_ELMO_OFFLINE=1`): one line saying what is missing;
 3. else, under the model's download lock (a second process waits, then finds it cached):
    each file downloaded (`http_download.download`: resumed, retried, next mirror, size and
-   sha256 checked where stated) into `CACHE/.partial/KEY/`, moved (options.json,
-   weights.hdf5) or unpacked (`archives.unpack_archive`) into a staging folder; the model
+   sha256 checked where stated) into this process's own `.part` file in
+   `CACHE/.partial/KEY/` (`_own_part`: two writers whose lock failed never splice one file;
+   an ended writer's is taken over and resumed), moved (options.json,
+   weights.hdf5) or unpacked (`archives.unpack_archive`, its kind told by its first bytes)
+   into a staging folder; the model
    found in it and checked as loading will read it, and against the sizes its catalog entry
    states (`model_check`); the entry's extra files (vocab.txt) moved beside it, an optional
    one skipped when missing upstream; the manifest written;
@@ -32,13 +36,15 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import re
 import urllib.parse
 
 from keras_elmo.formats.model_files import OPTIONS_FILE, VOCAB_FILE, WEIGHTS_FILE
 from keras_elmo.process.atomic_file import atomic_directory, remove_quietly
+from keras_elmo.process.file_lock import holder_gone, host_name
 from keras_elmo.process.storage_errors import storage_guard
 from keras_elmo.pretrained import settings
-from keras_elmo.pretrained.archives import archive_kind, unpack_archive
+from keras_elmo.pretrained.archives import archive_kind, sniff_archive_kind, unpack_archive
 from keras_elmo.pretrained.catalog import CatalogEntry, ModelFile, mirrored_url
 from keras_elmo.pretrained.catalog_schema import EXTRA_ROLES
 from keras_elmo.pretrained.download_lock import download_lock
@@ -104,23 +110,104 @@ def plan_for_entry(entry, mirror=None):
 
 
 def plan_for_archive_url(url, mirror=None):
-    """The plan of a model archive given by its URL (`*.zip`, `*.tar.gz`, `*.tar.xz`, ...),
-    tried through `mirror` first when one is given (`_through_mirror`).
+    """The plan of a model archive given by its URL, tried through `mirror` first when one is
+    given (`_through_mirror`).
+
+    The URL names an archive (`*.zip`, `*.tar`, `*.tar.gz`, `*.tgz`, `*.tar.bz2`, `*.tar.xz`)
+    or no file extension at all: a tfhub.dev or Kaggle Models handle (fetched, as TF Hub's
+    own resolver does, with `?tf-hub-format=compressed` added to its query) or Kaggle's
+    download URL (`.../api/v1/models/OWNER/MODEL/FRAMEWORK/VARIATION/VERSION/download`).
+    What arrives is told by its first bytes (`archives.sniff_archive_kind`).
 
     Raises:
-        ValueError: the URL does not name an archive.
+        ValueError: the URL names a file that is no archive (`weights.hdf5`).
+
+    Example:
+    >>> plan_for_archive_url("https://tfhub.dev/google/elmo/3").files[0].urls
+    ('https://tfhub.dev/google/elmo/3?tf-hub-format=compressed',)
     """
-    path = urllib.parse.urlsplit(url).path
-    if archive_kind(path) is None:
+    parts = urllib.parse.urlsplit(url)
+    last = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    if archive_kind(parts.path) is None and "." in last:
         raise ValueError(f"the model URL {url} names no archive; expected a *.zip, *.tar, "
-                         "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory; for "
-                         "the two published files give both URLs: options_file=URL, "
+                         "*.tar.gz, *.tgz, *.tar.bz2 or *.tar.xz holding a model directory, or "
+                         "a URL with no file extension (a tfhub.dev handle, Kaggle's download "
+                         "URL); for the two published files give both URLs: options_file=URL, "
                          "weight_file=URL in Python (load_bilm, BiLM.from_weights), --options "
                          "URL --weights URL on the command line.")
-    name = os.path.basename(path)
+    name = last if archive_kind(parts.path) else f"{parts.netloc}{parts.path}"
     return FetchPlan(_url_key(url), name, "archive",
-                     (ModelFile("archive", _through_mirror(url, mirror)),), url,
-                     user_given=True, source_urls=(url,))
+                     (ModelFile("archive", _through_mirror(_compressed_handle(url), mirror)),),
+                     url, user_given=True, source_urls=(url,))
+
+
+def plan_for_archive_file(path):
+    """The plan of a local model archive (`elmo_3.tar.gz`, a TF Hub module's download):
+    unpacked into the cache once, under a key of its path, size and modification time
+    (a changed archive is unpacked afresh), and checked as a download is.
+
+    Raises:
+        ValueError: the file is no archive by its first bytes (one line).
+
+    Example:
+    >>> plan_for_archive_file("3.tar.gz").layout  # doctest: +SKIP
+    'archive'
+    """
+    path = os.path.abspath(os.fspath(path))
+    sniff_archive_kind(path, f"the model file {path}", os.path.basename(path))
+    stat = os.stat(path)
+    key = "file-" + hashlib.sha256(
+        f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return FetchPlan(key, os.path.basename(path), "archive",
+                     (ModelFile("archive", (_FILE_SCHEME + path,)),), path, user_given=True,
+                     source_urls=(path,))
+
+
+#: The scheme of a local file among a plan's URLs (`plan_for_archive_file`).
+_FILE_SCHEME = "file://"
+
+
+#: Hosts whose model handles serve the model's archive with `?tf-hub-format=compressed`
+#: (TF Hub's `HttpCompressedFileResolver`), and the path each handle starts with.
+_HANDLE_HOSTS = {"tfhub.dev": "/", "www.tfhub.dev": "/", "www.kaggle.com": "/models/",
+                 "kaggle.com": "/models/"}
+
+
+def _compressed_handle(url):
+    """`url` with `tf-hub-format=compressed` added to its query when it is a tfhub.dev or
+    Kaggle Models handle (any other query kept); other URLs as they are.
+
+    Example:
+    >>> _compressed_handle("https://tfhub.dev/google/elmo/3?a=1")
+    'https://tfhub.dev/google/elmo/3?a=1&tf-hub-format=compressed'
+    """
+    parts = urllib.parse.urlsplit(url)
+    start = _HANDLE_HOSTS.get(parts.netloc.lower())
+    if start is None or not parts.path.startswith(start) or "tf-hub-format=" in parts.query:
+        return url
+    query = "&".join(q for q in (parts.query, "tf-hub-format=compressed") if q)
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
+def cache_key(model, root):
+    """The folder of the cache `root` that holds `model`: a catalog name, the URL of a model
+    archive, or a folder's own name as `keras-elmo models` lists it (`url-<hash>`).
+
+    Raises:
+        UnknownModelError: no such name (the nearest names listed).
+
+    Example:
+    >>> cache_key("https://tfhub.dev/google/elmo/3", "/tmp/cache")
+    'url-2254369506f2d795'
+    """
+    from keras_elmo.pretrained.catalog import load_catalog
+
+    text = os.fspath(model)
+    if text.startswith(("http://", "https://")):
+        return plan_for_archive_url(text).key
+    if text.startswith("url-") and os.path.isdir(os.path.join(os.path.expanduser(root), text)):
+        return text
+    return load_catalog().get(text.lower()).name
 
 
 def plan_for_file_urls(options_url, weights_url, mirror=None):
@@ -203,7 +290,7 @@ def _cached(root, plan, locked=False):
     cached = cached_model_dir(root, plan.key, plan.files)
     if cached is None:
         return None
-    verify_cached(root, plan.key, plan.label)
+    verify_cached(root, plan.key, plan.label, locked=locked)
     if plan.stated:
         facts = (read_manifest(os.path.join(root, plan.key)).get("facts")
                  or check_model_dir(cached, plan.label))  # a manifest of an older version
@@ -242,7 +329,8 @@ def _download(plan, root, progress, timeout):
             with contextlib.suppress(OSError):
                 os.rmdir(partial)  # only when empty: an interrupted .part file stays
             raise
-    remove_quietly(partial)
+    with contextlib.suppress(OSError):
+        os.rmdir(partial)  # only when empty: another writer's .part file stays
     return os.path.normpath(os.path.join(folder, model_dir))
 
 
@@ -258,8 +346,12 @@ def _download_into(plan, folder, partial, progress, timeout):
             part = _fetch_file(plan, file, partial, progress, timeout, downloads)
             if file.role == "archive":
                 try:
-                    name = os.path.basename(urllib.parse.urlsplit(downloads[-1]["url"]).path)
-                    unpack_archive(part, staging, archive_kind(name), plan.label, name=name)
+                    served = downloads[-1]
+                    name = (served.get("filename")
+                            or os.path.basename(urllib.parse.urlsplit(served["url"]).path))
+                    kind = sniff_archive_kind(part, f"the model URL {served['url']}",
+                                              served.get("filename"))
+                    unpack_archive(part, staging, kind, plan.label, name=name)
                 finally:
                     remove_quietly(part)  # the unpacked files are what is kept
             else:
@@ -286,7 +378,18 @@ def _download_into(plan, folder, partial, progress, timeout):
 def _fetch_file(plan, file, partial, progress, timeout, downloads):
     """Downloads `file` into `partial`, recording it in `downloads`; returns its `.part`
     path, or None for an optional file missing upstream (recorded as absent)."""
-    part = os.path.join(partial, f"{file.role}.part")
+    part = _own_part(partial, file.role)
+    if file.urls[0].startswith(_FILE_SCHEME):  # a local archive: copied, hashed on the way
+        source = file.urls[0][len(_FILE_SCHEME):]
+        digest = hashlib.sha256()
+        with open(source, "rb") as reader, open(part, "wb") as writer:
+            for block in iter(lambda: reader.read(1 << 20), b""):
+                digest.update(block)
+                writer.write(block)
+        downloads.append({"role": file.role, "url": source, "size": os.path.getsize(part),
+                          "sha256": digest.hexdigest(),
+                          "filename": os.path.basename(source)})
+        return part
     what = file.file_name if plan.user_given else f"{plan.label} {file.file_name}"
     result = download(file.urls, part, what, size=file.size, sha256=file.sha256,
                       timeout=timeout, progress=progress, user_given=plan.user_given,
@@ -295,5 +398,47 @@ def _fetch_file(plan, file, partial, progress, timeout, downloads):
         downloads.append({"role": file.role, "url": None, "absent": result.absent})
         return None
     downloads.append({"role": file.role, "url": result.url, "size": result.size,
-                      "sha256": result.sha256})
+                      "sha256": result.sha256,
+                      **({"filename": result.filename} if result.filename else {})})
     return part
+
+
+def _own_part(partial, role):
+    """This process's `.part` file of `role` in `partial`: `ROLE.<pid>@<host>.part`, one a
+    writer, so that two writers whose lock failed (a network filesystem) never write into one
+    file. A `.part` file of a writer that has ended (`file_lock.holder_gone`; the older
+    naming `ROLE.part` too) is taken over by one rename, its record with it, and resumes; a
+    live writer's is left alone."""
+    own = os.path.join(partial, f"{role}.{os.getpid()}@{host_name()}.part")
+    if os.path.exists(own):
+        return own
+    pattern = re.compile(re.escape(role) + r"(?:\.(?P<pid>\d+)@(?P<host>[^@/]+))?\.part")
+    try:
+        names = sorted(os.listdir(partial))
+    except OSError:
+        return own
+    for name in names:
+        found = pattern.fullmatch(name)
+        path = os.path.join(partial, name)
+        if found is None or path == own:
+            continue
+        try:
+            gone = found.group("pid") is None or holder_gone(
+                int(found.group("pid")), found.group("host"), mtime=os.path.getmtime(path))
+        except OSError:
+            continue  # taken over by another process meanwhile
+        if not gone:
+            continue
+        if os.path.exists(own):  # one taken over already: the others are dropped
+            remove_quietly(path)
+            remove_quietly(path + ".json")
+            continue
+        try:
+            os.rename(path, own)
+        except OSError:
+            continue  # another process took it first
+        try:
+            os.rename(path + ".json", own + ".json")
+        except OSError:
+            remove_quietly(own + ".json")  # no record: `download` starts it afresh
+    return own

@@ -11,9 +11,13 @@ serves it, and returns its URL, size and sha256:
 - the next URL at once on a 404/410, an access denied (401/403), a host that does not
   resolve or refuses connections, and an answer that is an HTML page (a login page, an
   error page) instead of the file;
-- checks: the size the catalog states against the server's and against what arrived,
-  the sha256 the catalog states against the file's; a mismatch removes the `.part` file
-  and tries the next URL;
+- checks: the size the catalog states against the server's and against what arrived; the
+  `.part` file's final size against the length the server announced (Content-Length, or
+  Content-Range's total), before it is hashed; the sha256 the catalog states against the
+  file's; a mismatch removes the `.part` file and tries the next URL;
+- `Retry-After` on a 429 or 503 answer (seconds or an HTTP-date) sets the wait before the
+  next attempt, within `RETRY_BUDGET_SECONDS` a file: a server asking for more is one
+  reason in the final line, not a long silent sleep;
 - an optional file (`optional=True`: an entry's vocabulary) that every URL says is not
   there (404/410, denied, no such host, an HTML page) is reported absent, not an error.
 
@@ -31,12 +35,15 @@ Example:
 
 import contextlib
 import dataclasses
+import email.message
+import email.utils
 import hashlib
 import http.client
 import json
 import os
 import re
 import socket
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -44,13 +51,18 @@ import urllib.request
 
 from keras_elmo.process.atomic_file import remove_quietly
 from keras_elmo.process.storage_errors import check_free_space, format_bytes, storage_guard
-from keras_elmo.pretrained.download_progress import DownloadProgress
+from keras_elmo.pretrained.download_progress import download_progress
 from keras_elmo.pretrained.settings import MIRROR_VARIABLE, TIMEOUT_VARIABLE
 
 #: Attempts per URL for what may pass (timeouts, dropped connections, 5xx, 429).
 ATTEMPTS = 3
 #: Seconds before the second attempt; doubled before each later one.
 BACKOFF_SECONDS = 1.0
+#: Seconds one file's retries may wait in all (backoff and `Retry-After` together); a server
+#: asking for more is one line, not a long silent sleep.
+RETRY_BUDGET_SECONDS = 60.0
+#: The pause between attempts (a name of its own: the tests replace it).
+_sleep = time.sleep
 _CHUNK = 1 << 20
 _USER_AGENT = "keras-elmo (+https://github.com/keras-elmo)"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -70,13 +82,15 @@ class BadURLError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DownloadResult:
-    """What `download` fetched: the URL that served it, its size (bytes) and sha256; or, for
-    an optional file that no URL has, None for those and why (`absent`)."""
+    """What `download` fetched: the URL that served it, its size (bytes) and sha256, and the
+    file name its server gave (`Content-Disposition`, else None); or, for an optional file
+    that no URL has, None for those and why (`absent`)."""
 
     url: str
     size: int
     sha256: str
     absent: str = None
+    filename: str = None
 
 
 class _NextURL(Exception):
@@ -88,7 +102,12 @@ class _Mismatch(_NextURL):
 
 
 class _Retry(Exception):
-    """This attempt failed in a way that may pass: retry the same URL."""
+    """This attempt failed in a way that may pass: retry the same URL (after `wait` seconds
+    when the server said how long: `Retry-After`)."""
+
+    def __init__(self, reason, wait=None):
+        super().__init__(reason)
+        self.wait = wait
 
 
 def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progress=True,
@@ -98,11 +117,12 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
     Args:
         urls: the URLs of one file, the primary first.
         part_path: the file to fill; an existing one from the same URL is resumed. Its
-            folder must exist; `part_path + ".json"` records the URL and validators.
+            folder must exist; `part_path + ".json"` records the URL and validators. One
+            writer a file: the caller gives each process its own (`fetch.py`).
         label: what it is, for the lines (`"elmo-small weights.hdf5"`).
         size, sha256: what the file must be, when known (None: not checked).
         timeout: seconds a server may stay silent.
-        progress: bool, the progress line on stderr (`DownloadProgress`).
+        progress: bool, the progress line on stderr (`download_progress`).
         user_given: the URLs are the user's own: a missing file or an HTML answer is the
             user's mistake (`BadURLError`).
         optional: the file may be missing: when every URL answers that it is (404/410,
@@ -117,6 +137,7 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
         StorageError: no room for the file, or its folder cannot be written.
     """
     failures = []
+    budget = RETRY_BUDGET_SECONDS
     for url in urls:
         for attempt in range(ATTEMPTS):
             try:
@@ -129,7 +150,18 @@ def download(urls, part_path, label, size=None, sha256=None, timeout=30.0, progr
                 if attempt + 1 == ATTEMPTS:
                     failures.append((url, f"{failure} ({ATTEMPTS} attempts)", "passing"))
                     break
-                time.sleep(BACKOFF_SECONDS * 2 ** attempt)
+                wait = BACKOFF_SECONDS * 2 ** attempt if failure.wait is None else failure.wait
+                if wait > budget:
+                    failures.append((url, f"{failure}, asking to retry after {wait:g} s: more "
+                                     f"than the {budget:g} s left of the retry budget "
+                                     f"({RETRY_BUDGET_SECONDS:g} s a file)", "passing"))
+                    break
+                budget -= wait
+                if failure.wait is not None and progress:
+                    print(f"keras-elmo: {urllib.parse.urlsplit(url).netloc} answered {failure}; "
+                          f"retrying {label} in {wait:g} s (Retry-After)", file=sys.stderr,
+                          flush=True)
+                _sleep(wait)
     reasons = "; ".join(f"{url}: {reason}" for url, reason, _ in failures)
     if optional and all(kind == "gone" for _, _, kind in failures):
         return DownloadResult(None, None, None, absent=reasons)
@@ -160,7 +192,8 @@ def _attempt(url, part_path, label, size, sha256, timeout, progress):
             raise _Retry("the partial download did not fit the file (416)") from None
         reason = f"{error.code} {error.reason}"
         if error.code in (429,) or error.code >= 500:
-            raise _Retry(reason) from None
+            wait = retry_after(error.headers) if error.code in (429, 503) else None
+            raise _Retry(reason, wait) from None
         if error.code in (401, 403):
             reason += " (access denied)"
         raise _NextURL(reason) from None
@@ -196,7 +229,7 @@ def _receive(response, url, part_path, offset, label, size, sha256, timeout, pro
     if total is not None:
         check_free_space(part_path, total - offset, label)
     _record(part_path, url, response.headers, offset)
-    meter = DownloadProgress(label, total=total, start=offset, source=host, enabled=progress)
+    meter = download_progress(label, total=total, start=offset, source=host, enabled=progress)
     received = offset
     first = offset == 0
     with _stopping(meter), storage_guard(part_path, label, intact="the part received so far "
@@ -221,10 +254,18 @@ def _receive(response, url, part_path, offset, label, size, sha256, timeout, pro
                 meter.update(len(chunk))
             handle.flush()
             os.fsync(handle.fileno())
+            on_disk = os.fstat(handle.fileno()).st_size
     if total is not None and received < total:
         raise _Retry(f"the connection closed after {received} of {total} bytes")
+    if total is not None and on_disk != total:  # before it is hashed or kept
+        meter.stop()
+        _discard(part_path)
+        raise _Mismatch(f"the download {os.path.basename(part_path)} holds {on_disk} bytes "
+                        f"({received} received); the server announced {total} (removed "
+                        "before it was hashed or kept)")
     meter.close()
-    return _checked(url, part_path, label, size, sha256)
+    return _checked(url, part_path, label, size, sha256,
+                    _disposition_name(response.headers.get("Content-Disposition")))
 
 
 @contextlib.contextmanager
@@ -237,7 +278,7 @@ def _stopping(meter):
         raise
 
 
-def _checked(url, part_path, label, size, sha256):
+def _checked(url, part_path, label, size, sha256, filename=None):
     """The `DownloadResult` of a complete `part_path`, after the stated size and sha256
     (a mismatch removes the file and tries the next URL)."""
     actual_size = os.path.getsize(part_path)
@@ -250,7 +291,46 @@ def _checked(url, part_path, label, size, sha256):
         raise _Mismatch(f"served a file with sha256 {digest}; the catalog states {sha256}: "
                         "damaged in transfer or changed upstream (removed)")
     remove_quietly(part_path + ".json")
-    return DownloadResult(url, actual_size, digest)
+    return DownloadResult(url, actual_size, digest, filename=filename)
+
+
+def _disposition_name(value):
+    """The file name of a `Content-Disposition` header (`filename*=` or `filename=`), its
+    folders dropped, or None.
+
+    Example:
+    >>> _disposition_name('attachment; filename="elmo_3.tar.gz"')
+    'elmo_3.tar.gz'
+    """
+    if not value:
+        return None
+    message = email.message.Message()
+    message["Content-Disposition"] = value
+    name = message.get_filename()
+    name = os.path.basename((name or "").replace("\\", "/")).strip()
+    return name or None
+
+
+def retry_after(headers, now=None):
+    """The seconds a `Retry-After` header asks to wait (delay-seconds or an HTTP-date), or
+    None (absent or not understood).
+
+    Example:
+    >>> retry_after({"Retry-After": "120"})
+    120.0
+    >>> retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:30 GMT"}, now=1445412480.0)
+    30.0
+    """
+    value = (headers.get("Retry-After") or "").strip() if headers is not None else ""
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 def file_sha256(path):

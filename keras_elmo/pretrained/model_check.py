@@ -1,12 +1,12 @@
 """The checks a downloaded model passes before it counts as cached.
 
 `find_model_dir(folder)` finds the one model directory in what was downloaded (the folder
-itself for an options/weights pair; the folder or one subfolder of an unpacked archive):
-options.json + weights.hdf5, or ELMoForManyLangs' files. `check_model_dir` then reads it
-the way loading will, without TensorFlow: the options and the weight file's names and
-shapes against them (`keras_elmo.formats.weight_file_check`; HDF5 refuses a file cut
-short), or the whole ELMoForManyLangs model (`read_efml_model`: every tensor's shape
-against its configuration). A failure is one `ModelCheckError` line. It returns what the
+itself for an options/weights pair; the folder or one subfolder of an unpacked archive),
+of any format `keras_elmo.formats.model_format` tells by its files (published pair,
+ELMoForManyLangs, TF1 Hub module). `check_model_dir` then reads it through that format's
+reader, without TensorFlow: the options and the weight file's names and shapes against
+them (HDF5 refuses a file cut short), the whole ELMoForManyLangs model (every tensor's
+shape against its configuration), or the module's checkpoint against its graph. A failure is one `ModelCheckError` line. It returns what the
 files state (`STATED_FACTS`: LSTM and projection sizes, output size, highway layers,
 parameters), and `check_stated_facts` holds that against what the catalog entry states:
 another model under the entry's name is one `ModelMismatchError` line.
@@ -17,7 +17,6 @@ Example:
 >>> check_stated_facts(facts, {"lstm_dim": 4096}, "efml-en", "nothing was kept")  # doctest: +SKIP
 """
 
-import math
 import os
 
 from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
@@ -43,32 +42,31 @@ class ModelMismatchError(ValueError):
 
 
 def find_model_dir(folder, what):
-    """The model directory under `folder`, relative to it (`"."` for the folder itself).
+    """The model directory under `folder`, relative to it (`"."` for the folder itself), of
+    any format `keras_elmo.formats.model_format` knows.
 
     Raises:
         ModelCheckError: none, or more than one.
     """
-    from keras_elmo.formats.efml_model import is_efml_model_dir
+    from keras_elmo.formats.model_format import model_dirs_under
 
-    found = []
-    for directory, subdirectories, names in os.walk(folder):
-        subdirectories.sort()
-        if ({OPTIONS_FILE, WEIGHTS_FILE} <= set(names)) or is_efml_model_dir(directory):
-            found.append(os.path.relpath(directory, folder))
+    found = [path for path, _ in model_dirs_under(folder)]
     if len(found) != 1:
         held = sorted(os.path.relpath(os.path.join(d, n), folder)
                       for d, _, names in os.walk(folder) for n in names)[:8]
         raise ModelCheckError(
             f"the download of {what} holds {'no' if not found else len(found)} model "
             f"director{'y' if len(found) == 1 else 'ies'} {found if found else ''}"
-            f"(it holds {held}); expected one folder with {OPTIONS_FILE} and {WEIGHTS_FILE} "
-            "or with ELMoForManyLangs' config.json, char.dic, token_embedder.pkl and "
-            "encoder.pkl; nothing of it was kept.")
+            f"(it holds {held}); expected one folder with {OPTIONS_FILE} and {WEIGHTS_FILE}, "
+            "with ELMoForManyLangs' config.json, char.dic, token_embedder.pkl and "
+            "encoder.pkl, or a TF1 Hub module (tfhub_module.pb, saved_model.pb, "
+            "variables/); nothing of it was kept.")
     return found[0]
 
 
 def check_model_dir(model_dir, what):
-    """Reads `model_dir` as loading will (no TensorFlow); returns what its files state.
+    """Reads `model_dir` as loading will (no TensorFlow; `keras_elmo.formats.model_format.
+    describe_model`); returns what its files state.
 
     Returns:
         dict, `STATED_FACTS` -> the value its files give (`model_facts`).
@@ -77,28 +75,20 @@ def check_model_dir(model_dir, what):
         ModelCheckError: a file is unreadable, cut short or does not fit the others (the
             line names it); nothing of the download is kept by the caller.
     """
-    from keras_elmo.formats.efml_model import is_efml_model_dir, read_efml_model
-    from keras_elmo.formats.options import BiLMOptions
-    from keras_elmo.formats.weight_file_check import check_weight_file, published_shapes
+    from keras_elmo.formats.model_format import describe_model, model_format
 
+    format = model_format(model_dir)
+    if format is None:
+        raise ModelCheckError(f"the download of {what} holds no model in {model_dir}; "
+                              "nothing of it was kept.")
     try:
-        if os.path.isfile(os.path.join(model_dir, OPTIONS_FILE)):
-            options = BiLMOptions.from_file(os.path.join(model_dir, OPTIONS_FILE))
-            check_weight_file(options, os.path.join(model_dir, WEIGHTS_FILE))
-            return model_facts(options, [math.prod(shape)
-                                         for shape in published_shapes(options).values()])
-        if is_efml_model_dir(model_dir):
-            model = read_efml_model(model_dir)
-            return model_facts(model.config, [array.size for weights in (
-                model.token_embedder_weights, model.encoder_weights)
-                for array in weights.values()])
+        description = describe_model(model_dir, format)
     except (ValueError, OSError) as error:
         raise ModelCheckError(f"the download of {what} is not a readable model: "
                               f"{str(error).rstrip('.')}; nothing of it was kept; run the same "
                               "command again, or use another mirror (KERAS_ELMO_MIRROR) if "
                               "it fails the same way.") from None
-    raise ModelCheckError(f"the download of {what} holds no model in {model_dir}; nothing of "
-                          "it was kept.")
+    return model_facts(description.options, [description.parameter_count])
 
 
 def model_facts(options, parameter_counts):

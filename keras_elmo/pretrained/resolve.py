@@ -4,7 +4,8 @@
 caller was given; every loader and command calls it before reading a model:
 
 - a path that exists (a directory or a file) is used as it is: a local directory wins over
-  a catalog name of the same spelling;
+  a catalog name of the same spelling; a local model archive (`*.tar.gz`, `*.zip`: a TF
+  Hub module's download, say) is unpacked into the cache once and checked as a download;
 - an http(s) URL as the model is a model archive (`*.zip`, `*.tar.*`), fetched and
   unpacked into the cache (`keras_elmo.pretrained.fetch`);
 - `options_file` and `weight_file` as two http(s) URLs (AllenNLP's habit) are fetched into
@@ -28,8 +29,9 @@ import re
 
 from keras_elmo.pretrained import settings
 from keras_elmo.pretrained.catalog import NAME_PATTERN, load_catalog
-from keras_elmo.pretrained.fetch import (fetch, plan_for_archive_url, plan_for_entry,
-                                         plan_for_file_urls)
+from keras_elmo.pretrained.archives import archive_kind
+from keras_elmo.pretrained.fetch import (fetch, plan_for_archive_file, plan_for_archive_url,
+                                         plan_for_entry, plan_for_file_urls)
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -43,6 +45,8 @@ class ResolvedModel:
             paths of a name or URL (None where not given).
         given: what the caller gave for the model (a name, a URL, a path), or None.
         remote: whether it was a name or a URL (a worker elsewhere fetches it itself).
+        cached: whether the paths are the download cache's (a name, a URL, a local
+            archive), whose files the cache checked at this use.
     """
 
     model_dir: str = None
@@ -50,6 +54,7 @@ class ResolvedModel:
     weight_file: str = None
     given: str = None
     remote: bool = False
+    cached: bool = False
 
 
 def is_url(text):
@@ -81,16 +86,19 @@ def resolve_model(model_dir=None, options_file=None, weight_file=None, progress=
     """
     if model_dir is not None and options_file is None and weight_file is None:
         text = os.fspath(model_dir)
+        if os.path.isfile(text) and _is_archive_file(text):
+            return ResolvedModel(model_dir=fetch(plan_for_archive_file(text), progress=progress,
+                                                 offline=False), given=text, cached=True)
         if os.path.exists(text):
             return ResolvedModel(model_dir=model_dir, given=text)
         if is_url(text):
             plan = plan_for_archive_url(_http(text), settings.mirror())
             return ResolvedModel(model_dir=fetch(plan, progress=progress), given=text,
-                                 remote=True)
+                                 remote=True, cached=True)
         if NAME_PATTERN.fullmatch(text.lower()):
             entry = (catalog or load_catalog()).get(text.lower())
             path = fetch(plan_for_entry(entry, settings.mirror()), progress=progress)
-            return ResolvedModel(model_dir=path, given=text, remote=True)
+            return ResolvedModel(model_dir=path, given=text, remote=True, cached=True)
         return ResolvedModel(model_dir=model_dir, given=text)
     if model_dir is None and (is_url(options_file) or is_url(weight_file)):
         if not (is_url(options_file) and is_url(weight_file)):
@@ -103,9 +111,27 @@ def resolve_model(model_dir=None, options_file=None, weight_file=None, progress=
         from keras_elmo.formats.model_files import OPTIONS_FILE, WEIGHTS_FILE
 
         return ResolvedModel(options_file=os.path.join(path, OPTIONS_FILE),
-                             weight_file=os.path.join(path, WEIGHTS_FILE), remote=True)
+                             weight_file=os.path.join(path, WEIGHTS_FILE), remote=True,
+                             cached=True)
     return ResolvedModel(model_dir, options_file, weight_file,
                          given=None if model_dir is None else os.fspath(model_dir))
+
+
+def resolve_files(model_dir=None, options_file=None, weight_file=None, progress=True):
+    """The `keras_elmo.formats.model_files.ModelFiles` of a model given by directory, name
+    or URL: `resolve_model`, then `resolve_model_files`. A model from the cache is marked
+    `checked` (the cache checked its files at this use), so that a reader skips its own
+    checksums (a TF Hub module's CRC-32C).
+
+    Example:
+    >>> resolve_files("tfhub-elmo-3").module_dir  # doctest: +SKIP
+    '/home/me/.keras/models/keras-elmo/tfhub-elmo-3'
+    """
+    from keras_elmo.formats.model_files import resolve_model_files
+
+    local = resolve_model(model_dir, options_file, weight_file, progress=progress)
+    files = resolve_model_files(local.model_dir, local.options_file, local.weight_file)
+    return dataclasses.replace(files, checked=local.cached)
 
 
 def download_model(model, force=False, progress=True):
@@ -152,6 +178,11 @@ def pretrained_models():
     1024
     """
     return dict(load_catalog().entries)
+
+
+def _is_archive_file(path):
+    """Whether a local file is a model archive by its name (`*.tar.gz`, `*.zip`, ...)."""
+    return archive_kind(os.path.basename(path)) is not None
 
 
 def _http(url):

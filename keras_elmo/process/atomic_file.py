@@ -8,7 +8,7 @@ previous version (or nothing), never half a file; a failed writer removes its te
 the temporaries a killed process left (`kill -9`) are removed by the next atomic write in the
 same folder, whatever its name (`remove_stale_temporaries`: their process on this host is
 gone; one of another host, or of the older naming, when it is a day old and of the same
-target). A
+target; `keras_elmo.process.file_lock.holder_gone` tells). A
 directory replaced by `atomic_directory(..., replace=True)` is swapped in with one
 `renameat2(RENAME_EXCHANGE)` on Linux, so the name never stands empty.
 
@@ -30,22 +30,20 @@ Example:
 
 import contextlib
 import ctypes
+import errno
 import ctypes.util
 import os
 import re
 import shutil
-import socket
 import tempfile
-import time
 
+from keras_elmo.process.file_lock import holder_gone, host_name
 from keras_elmo.process.storage_errors import check_free_space, storage_guard
 
 #: Permissions of a file made by `open(path, "w")` before the umask (mkstemp uses 0o600).
 _DEFAULT_FILE_MODE = 0o666
 #: Suffix of every temporary this module makes (`.NAME.<random>.tmp`).
 TEMP_SUFFIX = ".tmp"
-#: A temporary whose process cannot be told (older naming) is stale after this many seconds.
-STALE_SECONDS = 24 * 3600
 #: `renameat2` flag: swap two existing names atomically (Linux >= 3.15).
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -71,23 +69,8 @@ def _own_prefix(path):
     return f"{temp_prefix(path)}{os.getpid()}@{_host()}@"
 
 
-def _host():
-    return socket.gethostname().replace("@", "_")
-
-
-def _process_alive(pid):
-    """True when process `pid` runs on this host (a zombie, killed but not reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:  # Linux: "pid (name) STATE ..."
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+#: This host's name as temporaries carry it (`file_lock.host_name`).
+_host = host_name
 
 
 def remove_stale_temporaries(path):
@@ -110,16 +93,18 @@ def remove_stale_temporaries(path):
     except OSError:
         return []
     removed = []
-    host = _host()
     for name in names:
         full = os.path.join(directory, name)
         ours = _TEMPORARY.fullmatch(name)
-        stale = False
-        if ours is not None and ours.group("host") == host:
-            stale = not _process_alive(int(ours.group("pid")))
+        if ours is not None and ours.group("host") == host_name():
+            stale = holder_gone(int(ours.group("pid")), ours.group("host"))
         elif name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
-            with contextlib.suppress(OSError):
-                stale = time.time() - os.lstat(full).st_mtime > STALE_SECONDS
+            try:  # another host's, or the older naming: only its age tells
+                stale = holder_gone(None, None, mtime=os.lstat(full).st_mtime)
+            except OSError:
+                stale = False
+        else:
+            stale = False
         if not stale:
             continue
         remove_quietly(full)
@@ -296,8 +281,12 @@ def _swap_in(staging, path):
     by the caller). Elsewhere: two renames, the old version first moved to a hidden name.
     """
     if not os.path.exists(path):
-        os.replace(staging, path)
-        return
+        try:
+            os.replace(staging, path)
+            return
+        except OSError as error:  # another writer's directory landed meanwhile: replace it
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not os.path.isdir(path):
+                raise
     if os.path.isdir(path) and exchange_paths(staging, path):
         return
     parent = os.path.dirname(os.path.abspath(path))

@@ -7,7 +7,9 @@ starts, and `set_cpu_defaults()` sets both, each unless the user has set it:
   backward LSTM, step by step). TensorFlow's default gives every op all the cores, so the two
   chains take turns and each small product is split across cores that mostly wait; giving
   each op half the cores and running two ops at once lets the directions advance side by
-  side, faster in training and inference (`default_thread_layout`).
+  side, faster in training and inference (`default_thread_layout`). The cores are the
+  usable ones: the CPU affinity, or a container's CPU quota where smaller (`usable_cores`;
+  `docker run --cpus=2` on a 64-core host: 2).
 - **oneDNN's kernels.** Left to itself, TensorFlow 2.21 turns them on only on CPUs with
   AVX512_VNNI, AVX512_BF16 or AMX, and runs its Eigen kernels elsewhere: on every AVX2-only
   CPU (most Zen 2/3 cloud machines, many laptops). For a biLM oneDNN's kernels are the faster
@@ -35,8 +37,10 @@ cpu: avx2 avx512f avx512_bf16; oneDNN on (TensorFlow's default here); threads: 1
 """
 
 import logging
+import math
 import os
 
+from keras_elmo.process.cpu_quota import cpu_quota
 
 #: The CPU flags that decide TensorFlow's kernels and bfloat16 speed, as /proc/cpuinfo names
 #: them.
@@ -239,12 +243,45 @@ def describe_cpu(environ=None, flags=None):
             f"{describe_thread_layout(environ)}; model: {cpu_model()}")
 
 
-def usable_cores():
-    """Cores this process may run on (its CPU affinity where the OS tells it)."""
+def affinity_cores():
+    """Cores this process may run on by its CPU affinity (`os.cpu_count()` where the OS does
+    not tell)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def usable_cores(root=None):
+    """Cores' worth of CPU this process may use: the smaller of its CPU affinity and its
+    cgroup's CPU quota rounded up (`cpu_quota`), at least 1, as JVMs and Go's automaxprocs
+    count them (`docker run --cpus=2` on a 64-core host: 2).
+
+    Args:
+        root: str or None: the folder standing in for "/" where the quota is read (default:
+            `$KERAS_ELMO_CGROUP_ROOT`, else "/").
+    """
+    return _cores_and_quota(root)[0]
+
+
+def describe_cores(root=None):
+    """`usable_cores()` and where the count came from, for a report: `"2 cores: CPU quota
+    2.0 of 64 on this host"`, `"2 cores: the CPU affinity, under a CPU quota of 4.0"`,
+    `"2 cores"` (no quota)."""
+    cores, quota, affinity = _cores_and_quota(root)
+    count = f"{cores} core{'s' if cores != 1 else ''}"
+    if quota is None:
+        return count
+    if math.ceil(quota) <= affinity:
+        return f"{count}: CPU quota {round(quota, 2)} of {affinity} on this host"
+    return f"{count}: the CPU affinity, under a CPU quota of {round(quota, 2)}"
+
+
+def _cores_and_quota(root):
+    """`(usable cores, CPU quota or None, affinity cores)`."""
+    affinity, quota = affinity_cores(), cpu_quota(root)
+    cores = affinity if quota is None else min(affinity, max(1, math.ceil(quota)))
+    return cores, quota, affinity
 
 
 def default_thread_layout(cores=None):
@@ -283,11 +320,13 @@ def set_default_thread_layout(environ=None, cores=None):
 
 
 def describe_thread_layout(environ=None):
-    """One line for a report: `"threads: 1 per op, 2 ops at once (of 2 cores)"`."""
+    """One line for a report: `"threads: 1 per op, 2 ops at once (of 2 cores)"`, with where
+    the count came from under a CPU quota (`describe_cores`): `"... (of 2 cores: CPU quota
+    2.0 of 64 on this host)"`."""
     environ = os.environ if environ is None else environ
     intra = environ.get(INTRA_OP_VARIABLE, "all")
     inter = environ.get(INTER_OP_VARIABLE, "TensorFlow's default")
-    return f"threads: {intra} per op, {inter} ops at once (of {usable_cores()} cores)"
+    return f"threads: {intra} per op, {inter} ops at once (of {describe_cores()})"
 
 
 def worker_thread_layout(cores):

@@ -106,7 +106,7 @@ def require_backend(what, allowed=BACKENDS):
     name, source = configured_backend()
     if name not in allowed:
         choice = (f"KERAS_BACKEND={allowed[0]}" if len(allowed) == 1 else
-                  f"KERAS_BACKEND set to one of them")
+                  "KERAS_BACKEND set to one of them")
         names = " or ".join(filter(None, (", ".join(allowed[:-1]), allowed[-1])))
         raise ValueError(f"{what} runs on Keras' {names} backend; received "
                          f"{name} ({source}): run it with {choice}.")
