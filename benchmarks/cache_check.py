@@ -25,7 +25,8 @@ import tempfile
 import time
 
 from _common import doc_parser, format_samples, print_load, report
-from keras_elmo.pretrained.fetch import FetchPlan, fetch
+from keras_elmo.pretrained.fetch import fetch
+from keras_elmo.pretrained.fetch_plan import FetchPlan
 from keras_elmo.pretrained.model_cache import verify_cached, write_manifest
 
 #: AllenNLP's original ELMo weights file, in bytes (elmo_2x4096_512_2048cnn_2xhighway).

@@ -150,7 +150,7 @@ def run_verify(args):
     import time
 
     from keras_elmo.pretrained import settings
-    from keras_elmo.pretrained.fetch import cache_key
+    from keras_elmo.pretrained.fetch_plan import cache_key
     from keras_elmo.pretrained.model_cache import (CacheChangedError, read_manifest,
                                                    verify_cached)
     from keras_elmo.process.storage_errors import format_bytes

@@ -17,7 +17,7 @@ import pytest
 import model_mirror
 from keras_elmo.pretrained.archives import (ArchiveRefusedError, sniff_archive_kind,
                                             unpack_archive)
-from keras_elmo.pretrained.fetch import plan_for_archive_url
+from keras_elmo.pretrained.fetch_plan import plan_for_archive_url
 from keras_elmo.pretrained.model_check import ModelCheckError
 from keras_elmo.pretrained.resolve import resolve_model
 

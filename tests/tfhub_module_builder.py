@@ -118,18 +118,20 @@ def published_arrays(options, seed=SEED):
     return arrays
 
 
-def write_input_model(directory):
-    """options.json, weights.hdf5 and mix.json in `directory`; returns the two model paths."""
+def write_input_model(directory, options=OPTIONS):
+    """options.json, weights.hdf5 and mix.json in `directory`; returns the two model paths.
+    `options`: the fixtures' sizes by default (benchmarks/tfhub_load.py passes the published
+    ones)."""
     import h5py
 
     os.makedirs(directory, exist_ok=True)
     options_file = os.path.join(directory, "options.json")
     weight_file = os.path.join(directory, "weights.hdf5")
     with open(options_file, "w") as f:
-        json.dump(OPTIONS, f, indent=2, sort_keys=True)
+        json.dump(options, f, indent=2, sort_keys=True)
         f.write("\n")
     with h5py.File(weight_file, "w") as f:
-        for name, array in sorted(published_arrays(OPTIONS).items()):
+        for name, array in sorted(published_arrays(options).items()):
             f.create_dataset(name, data=array)
     with open(os.path.join(directory, "mix.json"), "w") as f:
         json.dump(MIX, f, indent=2)

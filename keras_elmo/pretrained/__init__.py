@@ -6,6 +6,8 @@
     catalog_entry.py       an entry and its files as Python sees them; the mirror's URLs
     settings.py            the environment variables: cache, offline, mirror, timeout
     resolve.py             a directory, a name or a URL, made local (`resolve_model`)
+    fetch_plan.py          what to fetch: a catalog entry, an archive's URL (TF Hub and
+                           Kaggle handles), a local archive, an options/weights pair
     fetch.py               a model into the cache once: lock, download, unpack, check
     http_download.py       one file over HTTP: resumed, retried, next mirror, checked
     download_progress.py   its progress line (a terminal) or two lines (a log)

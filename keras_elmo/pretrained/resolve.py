@@ -30,8 +30,9 @@ import re
 from keras_elmo.pretrained import settings
 from keras_elmo.pretrained.catalog import NAME_PATTERN, load_catalog
 from keras_elmo.pretrained.archives import archive_kind
-from keras_elmo.pretrained.fetch import (fetch, plan_for_archive_file, plan_for_archive_url,
-                                         plan_for_entry, plan_for_file_urls)
+from keras_elmo.pretrained.fetch import fetch
+from keras_elmo.pretrained.fetch_plan import (plan_for_archive_file, plan_for_archive_url,
+                                              plan_for_entry, plan_for_file_urls)
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
