@@ -52,3 +52,15 @@ def test_every_variant_prints_its_figures_and_the_ratio(tmp_path):
     for ours in ("ours-dir", "ours-cache"):
         assert re.search(rf"^{ours} / tf-loader \(load \+ call\): [0-9.]+x", stdout,
                          re.MULTILINE)
+
+
+def test_the_cache_check_benchmark_prints_both_variants(tmp_path):
+    """benchmarks/cache_check.py on a 100 kB model: both variants' medians and the ratio."""
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "cache_check.py"),
+                           "--repeats", "2", "--size-bytes", "100000", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for line in ("model: 2 files, ", "before (each file hashed at each use): ",
+                 "after (stat compared, nothing hashed): ", "speed-up (medians): "):
+        assert line in done.stdout, (line, done.stdout[-2000:])
+    assert os.listdir(tmp_path) == []  # its cache is removed
