@@ -66,11 +66,25 @@ def gradients(layer, ids, weights):
     return {v.path: v.value.grad.detach().cpu().numpy() for v in layer.trainable_variables}
 
 
+def share_compiled_scans(cache_dir):
+    """On JAX, a compilation cache in `cache_dir` for this process: every eager call traces
+    its LSTM `lax.scan` anew (a new jaxpr, so JAX's in-memory cache misses), and the cache
+    hands back the executable of a scan compiled before with the same program and shapes
+    (of another call or another layer), the same executable a compile would give."""
+    if BACKEND != "jax":
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)  # skip tiny ops
+
+
 def run(workdir):
     cases = json.load(open(os.path.join(workdir, "cases.json")))
     inputs = dict(np.load(os.path.join(workdir, "inputs.npz")))
     out_dir = os.path.join(workdir, BACKEND)
     os.makedirs(out_dir, exist_ok=True)
+    share_compiled_scans(os.path.join(out_dir, "compilation_cache"))
     arrays, facts = {}, {"backend": BACKEND}
 
     def check(name, fn):

@@ -189,6 +189,29 @@ def shell_commands(code):
 
 #: Shell words that change the shell itself: a block using one runs in one bash process.
 _SHELL_STATE = ("export", "cd", "source", ".", "set", "unset", "alias")
+#: `KERAS_ELMO_NAME=value` in front of a command: one of keras-elmo's own settings, which it
+#: reads from the environment when a command runs (keras_elmo/pretrained/settings.py), for
+#: that command only; a value with `$` or a backquote is the shell's to expand.
+_SETTING = re.compile(r"^(KERAS_ELMO_[A-Z0-9_]+)=([^$`]*)$")
+
+
+def _settings_in_front(argv):
+    """`(settings, rest)`: the `KERAS_ELMO_*=value` words leading the command `argv`, as a
+    dict, and the words after them."""
+    settings = {}
+    while argv and (match := _SETTING.match(argv[0])):
+        settings[match.group(1)] = match.group(2)
+        argv = argv[1:]
+    return settings, argv
+
+
+def _changes_shell(argv):
+    """True for a command that changes the shell or sets a variable for a command other
+    than keras-elmo (its own settings in front of `keras-elmo` change nothing else)."""
+    settings, rest = _settings_in_front(argv)
+    if settings and rest[:1] == ["keras-elmo"]:
+        return False
+    return argv[0] in _SHELL_STATE or "=" in argv[0]
 
 
 def run_shell(block, directory, timeout=900):
@@ -196,10 +219,11 @@ def run_shell(block, directory, timeout=900):
     output)` of the first failing command (or `(0, output)`).
 
     `keras-elmo ARGS` runs in this process through `keras_elmo.cli.main.main(ARGS)`, the
-    entry point of the console script (no second TensorFlow start-up per command); any
+    entry point of the console script (no second TensorFlow start-up per command), with
+    the `KERAS_ELMO_*=value` settings in front of it in the environment while it runs; any
     other command runs in bash, with `python` this interpreter. A block that changes the
-    shell (`export`, `cd`, `VAR=value`) runs whole in one bash, `keras-elmo` then being
-    `python -m keras_elmo.cli`."""
+    shell (`export`, `cd`, `VAR=value` other than those settings) runs whole in one bash,
+    `keras-elmo` then being `python -m keras_elmo.cli`."""
     import contextlib
     import io
     import shlex
@@ -223,12 +247,15 @@ def run_shell(block, directory, timeout=900):
         return done.returncode, done.stdout + done.stderr
 
     commands = shell_commands(block.code)
-    if any(argv[0] in _SHELL_STATE or "=" in argv[0] for argv in commands):
+    if any(_changes_shell(argv) for argv in commands):
         return bash(block.code)
     output = io.StringIO()
     for argv in commands:
-        if argv[0] == "keras-elmo":
-            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        settings, words = _settings_in_front(argv)
+        if words[0] == "keras-elmo":
+            argv = words
+            with _environment(settings), contextlib.redirect_stdout(output), \
+                    contextlib.redirect_stderr(output):
                 try:
                     code = main(argv[1:])
                 except SystemExit as exit_:  # argparse's errors
@@ -237,8 +264,30 @@ def run_shell(block, directory, timeout=900):
             code, text = bash(shlex.join(argv))
             output.write(text)
         if code:
-            return code, f"$ {shlex.join(argv)}\n{output.getvalue()[-3000:]}"
+            shown = [f"{name}={value}" for name, value in settings.items()] + argv
+            return code, f"$ {shlex.join(shown)}\n{output.getvalue()[-3000:]}"
     return 0, output.getvalue()
+
+
+def _environment(settings):
+    """A context manager: `settings` (name -> value) in `os.environ` while it is entered,
+    each variable's value before (or its absence) restored after."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def environment():
+        before = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
+        try:
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    return environment()
 
 
 def run_python(block, namespace):

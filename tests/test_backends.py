@@ -1,9 +1,9 @@
 """The same ELMo on Keras' JAX and PyTorch backends: numbers, gradients, training, files.
 
 Each backend runs `tests/backend_checks.py` once, in its own process (Keras fixes its backend
-at import), on weight files, inputs and `.keras` files this TensorFlow process made; every
-test here holds one of its results to the TensorFlow backend's and to the numpy reference
-(tests/numpy_reference.py), in float32 on the CPU.
+at import; the processes run at the same time), on weight files, inputs and `.keras` files
+this TensorFlow process made; every test here holds one of its results to the TensorFlow
+backend's and to the numpy reference (tests/numpy_reference.py), in float32 on the CPU.
 """
 
 import json
@@ -88,16 +88,40 @@ def workdir(tmp_path_factory):
             "tf_model": model}
 
 
+@pytest.fixture(scope="module")
+def checks(request, workdir):
+    """`backend_checks.py` under each backend whose tests were selected, each in a process
+    of its own, all started at once (each mostly compiles or traces, on one core); its
+    output goes to `WORKDIR/<backend>.log`. Maps backend -> process."""
+    selected = {item.callspec.params["run"] for item in request.session.items
+                if item.module is request.module and "run" in getattr(
+                    getattr(item, "callspec", None), "params", {})}
+    processes = {}
+    for backend in (b for b in BACKENDS if b in selected):
+        env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=HERE + os.pathsep +
+                   os.environ.get("PYTHONPATH", ""))
+        with open(os.path.join(workdir["root"], f"{backend}.log"), "w") as log:
+            processes[backend] = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "backend_checks.py"), workdir["root"]],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    yield processes
+    for process in processes.values():  # the others, when one failed
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
-def run(request, workdir):
+def run(request, workdir, checks):
     """`(arrays, facts)` that `backend_checks.py` computed under one backend."""
     backend = request.param
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=HERE + os.pathsep +
-               os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, os.path.join(HERE, "backend_checks.py"),
-                           workdir["root"]], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    try:
+        returncode = checks[backend].wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        checks[backend].kill()
+        returncode = checks[backend].wait()
+    with open(os.path.join(workdir["root"], f"{backend}.log"), errors="replace") as log:
+        assert returncode == 0, log.read()[-3000:]
     out = os.path.join(workdir["root"], backend)
     facts = json.load(open(os.path.join(out, "results.json")))
     assert facts["backend"] == backend
