@@ -1,6 +1,7 @@
 """CRC-32C (Castagnoli), as TensorFlow's checkpoints and LevelDB tables store it, in numpy.
 
-A byte-at-a-time table loop in Python runs at about 5 MB/s. Here the bytes are cut into many
+A byte-at-a-time table loop in Python is far too slow for a published model's checkpoint
+(docs/performance.md has both rates). Here the bytes are cut into many
 equal chunks whose registers advance together, one numpy step per two bytes (a 65,536-entry
 table); the chunks' registers are then combined as zlib's `crc32_combine` does (the CRC
 register is linear over GF(2): appending `n` zero bytes maps it by a fixed 32 x 32 bit

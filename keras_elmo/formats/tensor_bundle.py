@@ -137,9 +137,9 @@ class TensorBundle:
 
         Args:
             name: a tensor name of the checkpoint.
-            verify_checksum: compare the bytes' CRC-32C with the index's (numpy, one
-                core: 190-290 MB/s measured on a loaded 2-core AMD EPYC; see
-                `keras_elmo.formats.crc32c`).
+            verify_checksum: compare the bytes' CRC-32C with the index's
+                (`keras_elmo.formats.crc32c`, in numpy on one core; its cost at the
+                published size is in docs/performance.md).
 
         Raises:
             KeyError: no tensor `name`.
