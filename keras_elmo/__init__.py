@@ -26,7 +26,7 @@ Example:
 >>> vectors = elmo(tf.constant([["The", "cat", "sat"], ["Hello", "", ""]]))  # (2, 3, 1024)
 """
 
-from keras_elmo.keras_registration import register_with_keras
+from keras_elmo.keras_registration import explain_missing_backend, register_with_keras
 from keras_elmo.lazy_names import lazy_names
 
 #: Public name -> the module that defines it.
@@ -62,6 +62,7 @@ __version__ = "0.1.0"
 __all__ = sorted(_PUBLIC)
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _PUBLIC,
-                                   after_import=register_with_keras)
+                                   after_import=register_with_keras,
+                                   on_missing_module=explain_missing_backend)
 
 register_with_keras()

@@ -9,6 +9,11 @@ so they cost little more): at `import keras_elmo` after `import keras` (the orde
 imports have), and at the first use of any public name of `keras_elmo`. Otherwise,
 `import keras_elmo.models` (or using `keras_elmo.ElmoLayer`) registers them.
 
+Where Keras cannot be imported because its backend's package is missing (KERAS_BACKEND=jax
+without JAX, Keras' default TensorFlow without TensorFlow), the first use of a public name
+says so in the command line's one line, with the extra to install
+(`explain_missing_backend`), instead of Keras' `No module named 'tensorflow'` trace.
+
 Example:
 >>> import keras, keras_elmo
 >>> tagger = keras.models.load_model("tagger.keras")  # doctest: +SKIP
@@ -25,3 +30,19 @@ def register_with_keras():
     """Registers keras-elmo's Keras classes if Keras is loaded (module docstring)."""
     if "keras" in sys.modules and MODEL_MODULES not in sys.modules:
         importlib.import_module(MODEL_MODULES)
+
+
+def explain_missing_backend(error, what):
+    """Raises `MissingPackageError`, one line naming the extra to install (the command
+    line's own, `keras_backend.require_backend`), when `error` (a `ModuleNotFoundError` from
+    importing `what`, e.g. `"keras_elmo.ElmoLayer"`) is Keras failing for want of its
+    configured backend's package; returns otherwise (the caller re-raises `error`)."""
+    from keras_elmo.process import keras_backend
+
+    name, _ = keras_backend.configured_backend()
+    missing = (error.name or "").split(".")[0]
+    if missing == name and name in keras_backend.BACKENDS and not keras_backend.installed(name):
+        try:
+            keras_backend.require_backend(what)
+        except keras_backend.MissingPackageError as clear:
+            raise clear from None  # Keras' own trace says nothing more

@@ -117,6 +117,37 @@ def check_allennlp_replacement(namespace):
     assert all(torch.equal(mask, want) for mask in namespace["elmo"].compute_mask(ids))
 
 
+def check_torch_state_dict(namespace):
+    import torch
+
+    assert namespace["same"] is True
+    names = list(namespace["model"].state_dict())
+    assert len(names) == len(set(names)) and "elmo.bilm.token_embedder.char_embeddings" in names
+    assert not namespace["model"].elmo.training  # eval() reached the layer
+    _assert_mix_trained(namespace["model"].elmo)
+    assert isinstance(namespace["again"], torch.nn.Module)
+
+
+def check_jax_plain_call(namespace):
+    import jax
+
+    assert isinstance(namespace["vectors"], jax.Array)
+    assert tuple(namespace["vectors"].shape) == (2, 3, 16)
+    assert bool(jax.numpy.allclose(namespace["doubled"], 2 * namespace["vectors"]))
+    assert bool(jax.numpy.allclose(namespace["baked"](namespace["ids"]), namespace["first"]))
+
+
+def check_jax_compilation_cache(namespace):
+    import jax
+
+    assert os.path.isdir("jax-cache") and os.listdir("jax-cache")  # the executable kept
+    assert tuple(namespace["vectors"].shape) == (1, 3, 16)
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.set_cache_dir(None)  # the blocks after it: no cache
+    compilation_cache.reset_cache()
+
+
 def check_preprocessor(namespace):
     import numpy as np
 
@@ -127,7 +158,10 @@ def check_preprocessor(namespace):
 CHECKS = {"torch.optim.Adam": check_torch_habits, "tagger.fit": check_fit,
           "jax.value_and_grad": check_jax_step,
           "representations = elmo(character_ids)": check_allennlp_replacement,
-          "ElmoPreprocessor()": check_preprocessor}
+          "ElmoPreprocessor()": check_preprocessor,
+          'torch.save(model.state_dict(), "tagger.pt")': check_torch_state_dict,
+          "baked = jax.jit": check_jax_plain_call,
+          "enable_compilation_cache(": check_jax_compilation_cache}
 
 
 def _check_of(block):

@@ -26,6 +26,15 @@ Functions (each backend defines all of them):
     read_variable(variable)         a variable's value, read where it is called
     run_cells(...)                  the plain LSTM time loop (`ResidualBiLSTM`)
     run_layer_with_sequence_gradient(cells, gates)   TensorFlow only
+    compiled_call(layer, inputs, training, max_batch_size)   a concrete call compiled
+                                    (JAX: jax_compiled_calls.py); None: call as it is
+    host_array(array)               a numpy array as this backend holds it, without an op
+                                    (JAX: `device_put`; a `jnp.asarray` compiles per shape)
+    ModuleHabits                    mixin of ElmoLayer and BiLM: PyTorch's state_dict names,
+                                    train()/eval(), dtype moves (torch_module.py); else none
+    as_backend_values(inputs)       JAX: numpy int ids moved as they are (Keras' conversion
+                                    compiles per shape); else unchanged
+    values_token_mask(ids)          JAX: the token mask of concrete ids, on the host; else None
     LOOP_IMPLEMENTATIONS            the `ResidualBiLSTM` loops this backend runs
     NAME                            "tensorflow", "jax" or "torch"
 
@@ -61,3 +70,23 @@ read_variable = _module.read_variable
 run_cells = _module.run_cells
 take_positions = _module.take_positions
 run_layer_with_sequence_gradient = _module.run_layer_with_sequence_gradient
+compiled_call = getattr(_module, "compiled_call", lambda *args, **kwargs: None)
+values_token_mask = getattr(_module, "values_token_mask", lambda ids: None)
+host_array = getattr(_module, "host_array", lambda array: array)
+as_backend_values = getattr(_module, "as_backend_values", lambda inputs: inputs)
+
+
+class _NoModuleHabits:
+    """`ModuleHabits` off PyTorch: nothing to add (a call without `training` is inference)."""
+
+    def init_module_habits(self):
+        pass
+
+    def module_training(self):
+        return False
+
+
+if NAME == "torch":
+    from keras_elmo.backend.torch_module import ModuleHabits
+else:
+    ModuleHabits = _NoModuleHabits

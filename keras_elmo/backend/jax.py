@@ -2,20 +2,44 @@
 
 Keras compiles `fit`, `predict` and `evaluate` with `jax.jit`: inside, shapes may not
 depend on values, so the char CNN encodes every position (`needs_static_shapes`), and ids
-cannot be read, so their range is checked through `jax.debug.callback`.
+cannot be read, so their range is checked through `jax.debug.callback`. JAX reports a
+check that fails there as a `JaxRuntimeError` ("INTERNAL: CpuCallback error calling
+callback:", the host's stack, then our one-line `ValueError` as its last line) and logs it;
+ids with values are refused before the call instead (`keras_elmo.models.input_checks`).
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from keras_elmo.backend import portable
+from keras_elmo.backend.jax_compiled_calls import compiled_call, values_token_mask
 from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product, read_variable,
                                          reverse_sequence, run_cells,
                                          run_layer_with_sequence_gradient, take_positions)
 
-__all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
+__all__ = ["LOOP_IMPLEMENTATIONS", "as_backend_values", "check_at_most", "check_id_range",
+           "compiled_call", "host_array", "kernel_product",
            "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
-           "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
+           "run_layer_with_sequence_gradient", "take_positions", "unique_rows",
+           "values_token_mask"]
+
+
+def host_array(array):
+    """A numpy array as a JAX array on the default device, moved there as it is (`jnp.asarray`
+    would compile a conversion for every new shape)."""
+    return jax.device_put(array)
+
+
+def as_backend_values(inputs):
+    """`inputs` with each numpy int array moved to the device as it is (Keras converts a
+    layer's numpy inputs with `jnp.asarray`, which compiles for every new shape)."""
+    def move(x):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "iu":
+            return jax.device_put(x)
+        return x
+
+    return jax.tree_util.tree_map(move, inputs)
 
 
 def needs_static_shapes(x=None):
@@ -54,8 +78,9 @@ def check_at_most(value, limit, message):
     if not isinstance(value, jax.core.Tracer):
         return portable.check_at_most(value, limit, message)
 
-    def check(v):
-        portable.check_at_most(v, limit, message)
+    def check(v):  # raises itself: one frame of ours in JAX's report
+        if int(v) > limit:
+            raise ValueError(f"{message}; received {int(v)}.")
 
     jax.debug.callback(check, value)
     return None

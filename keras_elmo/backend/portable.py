@@ -7,6 +7,7 @@ by JAX), a Python loop on PyTorch (differentiated by autograd), each step the ce
 
 import math
 
+import numpy as np
 from keras import ops
 
 #: The `ResidualBiLSTM` loops that run here, "auto" first ("sequence_gradient" and
@@ -16,10 +17,13 @@ LOOP_IMPLEMENTATIONS = ("auto", "batched_loop")
 
 def check_id_range(ids, max_id, message):
     """Refuses ids outside `[0, max_id]` with a `ValueError` quoting the smallest and largest
-    id received (ids with values: eager)."""
+    id received (ids with values: eager; numpy ones are read where they are, on the host)."""
     if math.prod(ids.shape) == 0:
         return
-    low, high = int(ops.min(ids)), int(ops.max(ids))
+    if isinstance(ids, np.ndarray):
+        low, high = int(ids.min()), int(ids.max())
+    else:
+        low, high = int(ops.min(ids)), int(ops.max(ids))
     if low < 0 or high > max_id:
         raise ValueError(f"{message}; received ids from {low} to {high}.")
 

@@ -6,6 +6,7 @@ from keras import ops
 from keras_elmo import backend, constants
 from keras_elmo.text.characters import token_mask
 from keras_elmo.layers.highway import Highway
+from keras_elmo.layers.host_initializers import HostZeros
 from keras_elmo.formats.options import BiLMOptions
 from keras_elmo.validation import check_choice, check_int
 
@@ -84,6 +85,9 @@ class CharCNNEmbedder(keras.layers.Layer):
         zero_init: bool, create the weights a published weight file holds as zeros instead
             of drawing them, for an encoder a file fills next (`BiLM.from_weights`); how
             this object is built, not in the config.
+        check_ids: bool, check the char ids' range in each call (True); False for an
+            encoder whose owner checks its inputs before (`BiLM`: its `__call__` on the host,
+            its `call` otherwise); how this object is built, not in the config.
         **kwargs: base layer arguments (`name`, `dtype`, `trainable`, ...).
 
     Outside training `"distinct_tokens"` convolves at a shape class of the rows and char
@@ -117,8 +121,9 @@ class CharCNNEmbedder(keras.layers.Layer):
                  projection_dim=512,
                  max_characters_per_token=constants.MAX_CHARACTERS_PER_TOKEN,
                  num_characters=constants.NUM_CHARACTERS, use_projection=None,
-                 implementation="auto", zero_init=False, **kwargs):
+                 implementation="auto", zero_init=False, check_ids=True, **kwargs):
         super().__init__(**kwargs)
+        self.check_ids = bool(check_ids)
         self.implementation = check_choice("implementation", implementation, IMPLEMENTATIONS)
         self._zero_init = bool(zero_init)
         self.num_characters = check_int("num_characters", num_characters, minimum=2)
@@ -172,7 +177,7 @@ class CharCNNEmbedder(keras.layers.Layer):
                 name=f"conv_{i}_kernel", shape=(width, self.char_embedding_dim, count),
                 initializer=self._drawn(init)))
             self.conv_biases.append(self.add_weight(
-                name=f"conv_{i}_bias", shape=(count,), initializer="zeros"))
+                name=f"conv_{i}_bias", shape=(count,), initializer=HostZeros()))
         self.highways = []
         for k in range(self.num_highway):
             layer = Highway(zero_init=self._zero_init, name=f"highway_{k}",
@@ -184,12 +189,12 @@ class CharCNNEmbedder(keras.layers.Layer):
             self.projection = keras.layers.Dense(
                 self.projection_dim, name="projection", dtype=self.dtype_policy,
                 kernel_initializer=self._drawn(keras.initializers.RandomNormal(
-                    stddev=(1.0 / self.num_filters) ** 0.5)))
+                    stddev=(1.0 / self.num_filters) ** 0.5)), bias_initializer=HostZeros())
             self.projection.build((None, self.num_filters))
 
     def _drawn(self, initializer):
         """`initializer`, or zeros for an encoder built to be filled (`zero_init`)."""
-        return "zeros" if self._zero_init else initializer
+        return HostZeros() if self._zero_init else initializer
 
     def resolve_implementation(self, inputs=None):
         """What a call on `inputs` encodes (`implementation`, "auto" resolved); a ValueError
@@ -206,7 +211,8 @@ class CharCNNEmbedder(keras.layers.Layer):
     def call(self, inputs, training=None):
         static_shapes = self.resolve_implementation(inputs) == "every_position"
         ids = ops.cast(inputs, "int32")
-        check_char_id_range(ids, self.num_characters)
+        if self.check_ids:
+            check_char_id_range(ids, self.num_characters)
         batch, num_tokens = ops.shape(ids)[0], ops.shape(ids)[1]
         flat_ids = ops.reshape(ids, (-1, self.max_characters_per_token))  # (batch*T, chars)
         # Each distinct token is encoded once and gathered back to its positions: a batch of

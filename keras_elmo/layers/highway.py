@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_elmo.layers.host_initializers import HostZeros
+
 #: bilm-tf initialises the carry bias to this value (the gate starts mostly closed).
 _CARRY_BIAS_INIT = -2.0
 
@@ -44,14 +46,15 @@ class Highway(keras.layers.Layer):
     def build(self, input_shape):
         dim = int(input_shape[-1])
         default = keras.initializers.RandomNormal(stddev=(1.0 / dim) ** 0.5)
-        init = "zeros" if self._zero_init else (self.kernel_initializer or default)
-        carry_init = "zeros" if self._zero_init else keras.initializers.Constant(_CARRY_BIAS_INIT)
+        init = HostZeros() if self._zero_init else (self.kernel_initializer or default)
+        carry_init = (HostZeros() if self._zero_init
+                      else keras.initializers.Constant(_CARRY_BIAS_INIT))
         self.carry_kernel = self.add_weight(name="carry_kernel", shape=(dim, dim), initializer=init)
         self.carry_bias = self.add_weight(name="carry_bias", shape=(dim,), initializer=carry_init)
         self.transform_kernel = self.add_weight(name="transform_kernel", shape=(dim, dim),
                                                 initializer=init)
         self.transform_bias = self.add_weight(name="transform_bias", shape=(dim,),
-                                              initializer="zeros")
+                                              initializer=HostZeros())
 
     def call(self, inputs):
         carry = ops.sigmoid(ops.matmul(inputs, self.carry_kernel) + self.carry_bias)

@@ -21,6 +21,7 @@ from keras import ops
 from keras_elmo import backend, constants
 from keras_elmo.backend.lstm_types import StepKernels, StepValues
 from keras_elmo.process.cpu_setup import one_row_transposes_pay
+from keras_elmo.layers.host_initializers import HostZeros
 
 __all__ = ["LSTMProjectionCell", "StepKernels", "StepValues"]
 
@@ -80,14 +81,14 @@ class LSTMProjectionCell(keras.layers.Layer):
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
         gate_dim = constants.NUM_GATES * self.units
-        kernel_init = "zeros" if self._zero_init else self.kernel_initializer
+        kernel_init = HostZeros() if self._zero_init else self.kernel_initializer
         # (out, in); Glorot's limit is the same either way round.
         self.input_kernel = self.add_weight(
             name="input_kernel", shape=(gate_dim, input_dim), initializer=kernel_init)
         self.recurrent_kernel = self.add_weight(
             name="recurrent_kernel", shape=(gate_dim, self.projection_dim),
             initializer=kernel_init)
-        self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer="zeros")
+        self.bias = self.add_weight(name="bias", shape=(gate_dim,), initializer=HostZeros())
         self.projection_kernel = self.add_weight(
             name="projection_kernel", shape=(self.projection_dim, self.units),
             initializer=kernel_init)

@@ -8,6 +8,7 @@ from keras_elmo.formats.options import BiLMOptions, as_options
 from keras_elmo.layers.lstm_projection_cell import LSTMProjectionCell
 from keras_elmo.layers.sentence_boundaries import sequence_ends
 from keras_elmo.validation import check_choice, check_fraction, check_int
+from keras_elmo.layers.host_initializers import HostZeros
 
 #: The loops a `ResidualBiLSTM` can run (`implementation`), "auto" first; on Keras' JAX
 #: and PyTorch backends "auto" and "batched_loop" (`keras_elmo.backend`).
@@ -142,9 +143,9 @@ class ResidualBiLSTM(keras.layers.Layer):
         if self.stateful:
             shape = (self.num_layers, len(constants.DIRECTIONS), self.max_batch_size)
             self.state_h = self.add_weight(name="state_h", shape=shape + (self.projection_dim,),
-                                           initializer="zeros", trainable=False)
+                                           initializer=HostZeros(), trainable=False)
             self.state_c = self.add_weight(name="state_c", shape=shape + (self.units,),
-                                           initializer="zeros", trainable=False)
+                                           initializer=HostZeros(), trainable=False)
 
     def reset_states(self):
         """Zeroes the carried `(h, c)` of a stateful encoder (no-op when stateless)."""

@@ -6,6 +6,7 @@ from keras import ops
 
 from keras_elmo import constants
 from keras_elmo.validation import check_fraction
+from keras_elmo.layers.host_initializers import HostConstant
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -74,10 +75,9 @@ class ScalarMix(keras.layers.Layer):
         regularizer = keras.regularizers.L2(self.l2_coef) if self.l2_coef > 0 else None
         self.scalar_parameters = self.add_weight(
             name="scalar_parameters", shape=(num_layers,), regularizer=regularizer,
-            initializer=(keras.initializers.Constant(initial) if initial is not None
-                         else "zeros"))
+            initializer=HostConstant(0.0 if initial is None else initial))
         self.gamma = self.add_weight(name="gamma", shape=(),
-                                     initializer=keras.initializers.Constant(self.initial_gamma))
+                                     initializer=HostConstant(self.initial_gamma))
 
     def call(self, inputs, mask=None, training=False):
         layers = ops.cast(inputs, self.compute_dtype)

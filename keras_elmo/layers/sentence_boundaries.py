@@ -16,6 +16,7 @@ produce).
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 #: Positions a frame adds to a sentence: `<S>` before, `</S>` after.
@@ -31,7 +32,8 @@ def with_boundary_tokens(ids, boundary_ids):
         boundary_ids: `(2, ...)`: the `<S>` and `</S>` tokens' ids, one position each.
     """
     ids = ops.cast(ids, "int32")
-    boundary_ids = ops.convert_to_tensor(boundary_ids, "int32")
+    # numpy, a constant of any backend (a JAX array made here would compile its conversion)
+    boundary_ids = np.asarray(boundary_ids, "int32")
     # (batch, 1, 1..) zeros from the ids themselves: any T, a batch of no rows too
     zeros = ops.zeros_like(ops.sum(ids, axis=1, keepdims=True))  # (batch, 1, ...)
     return ops.concatenate([ids, zeros + boundary_ids[None]], axis=1)  # (batch, T + 2, ...)
@@ -146,8 +148,11 @@ class RemoveSentenceBoundaries(keras.layers.Layer):
         steps = ops.shape(inputs)[-2] - NUM_BOUNDARIES
         inner = inputs[..., 1:-1, :]  # (batch, ..., T, dim)
         keep = ops.arange(steps)[None, :] < lengths[:, None]  # (batch, T)
-        shape = [-1] + [1] * (len(inputs.shape) - 3) + [steps, 1]
-        keep = ops.reshape(keep, shape)  # (batch, 1.., T, 1)
+        # (batch, T) -> (batch, 1.., T, 1): axes added, not a reshape with -1, which no
+        # backend but TensorFlow resolves for a batch of no rows or rows of no tokens
+        for _ in range(len(inputs.shape) - 3):
+            keep = ops.expand_dims(keep, 1)
+        keep = ops.expand_dims(keep, -1)
         return ops.where(keep, inner, ops.zeros_like(inner))
 
     def compute_mask(self, inputs, mask=None):

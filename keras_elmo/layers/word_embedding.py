@@ -6,6 +6,7 @@ from keras import ops
 
 from keras_elmo import backend
 from keras_elmo.validation import check_int
+from keras_elmo.layers.host_initializers import HostZeros
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
@@ -25,6 +26,8 @@ class WordEmbedding(keras.layers.Layer):
         output_dim: int, size of the output (the biLM's `projection_dim`).
         zero_init: bool, create the weights as zeros instead of drawing them, for a layer
             whose weights a file fills next; how this object is built, not in the config.
+        check_ids: bool, check the word ids' range in each call (True); False for a layer
+            whose owner checks its inputs before (`BiLM`); not in the config.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -41,8 +44,10 @@ class WordEmbedding(keras.layers.Layer):
     (1, 3, 8)
     """
 
-    def __init__(self, vocabulary_size, embedding_dim, output_dim, zero_init=False, **kwargs):
+    def __init__(self, vocabulary_size, embedding_dim, output_dim, zero_init=False,
+                 check_ids=True, **kwargs):
         super().__init__(**kwargs)
+        self.check_ids = bool(check_ids)
         self.vocabulary_size = check_int("vocabulary_size", vocabulary_size)
         self.embedding_dim = check_int("embedding_dim", embedding_dim)
         self.output_dim = check_int("output_dim", output_dim)
@@ -72,11 +77,12 @@ class WordEmbedding(keras.layers.Layer):
                 stddev=(1.0 / self.embedding_dim) ** 0.5)))
 
     def _drawn(self, initializer):
-        return "zeros" if self._zero_init else initializer
+        return HostZeros() if self._zero_init else initializer
 
     def call(self, inputs):
         ids = ops.cast(inputs, "int32")  # (batch, T)
-        self._check_id_range(ids)
+        if self.check_ids:
+            self._check_id_range(ids)
         table = ops.concatenate(
             [ops.zeros((1, self.embedding_dim), self.embeddings.dtype), self.embeddings],
             axis=0)  # (vocabulary_size + 1, W)

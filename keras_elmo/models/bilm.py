@@ -8,7 +8,8 @@ very object that is written to weights.hdf5, exported and wrapped by `ElmoLayer`
 import keras
 from keras import ops
 
-from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder
+from keras_elmo import backend
+from keras_elmo.layers.char_cnn_embedder import CharCNNEmbedder, check_char_id_range
 from keras_elmo.text.characters import token_mask
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.residual_bilstm import ResidualBiLSTM
@@ -18,12 +19,13 @@ from keras_elmo.layers.sentence_boundaries import (AddSentenceBoundaries,
 from keras_elmo.layers.token_compaction import (compaction_order, restoring_order,
                                                 take_positions)
 from keras_elmo.layers.word_embedding import WordEmbedding
+from keras_elmo.models.input_checks import check_model_inputs
 from keras_elmo.text.token_vocabulary import TokenVocabulary, vocabulary_batch_to_ids
 from keras_elmo.validation import check_config_keys
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
-class BiLM(keras.Model):
+class BiLM(backend.ModuleHabits, keras.Model):
     """ELMo's biLM: char CNN token encoder + residual biLSTM -> `L + 1` representations.
 
     The model adds `<S>` and `</S>` around each sentence itself and drops their positions
@@ -98,12 +100,16 @@ class BiLM(keras.Model):
             vocabulary.check_fits(options)
         dtype = kwargs.get("dtype")  # the sublayers' policy too (None: Keras' global one)
         # === Layers ===
+        # The model checks its ids itself (`check_inputs`): on the host before a call
+        # dispatches where they have values, so a compiled call holds no check of its own.
         token_embedder = CharCNNEmbedder.from_options(options, zero_init=zero_init,
-                                                      name="token_embedder", dtype=dtype)
+                                                      check_ids=False, name="token_embedder",
+                                                      dtype=dtype)
         word_embedder = None
         if options.has_word_embedding:
             word_embedder = WordEmbedding.from_options(options, zero_init=zero_init,
-                                                       name="word_embedder", dtype=dtype)
+                                                       check_ids=False, name="word_embedder",
+                                                       dtype=dtype)
         contextual_encoder = ResidualBiLSTM.from_options(
             options, dropout=dropout, stateful=stateful, max_batch_size=max_batch_size,
             implementation=implementation, zero_init=zero_init, name="contextual_encoder",
@@ -154,13 +160,47 @@ class BiLM(keras.Model):
         self.token_embedder = token_embedder
         self.word_embedder = word_embedder
         self.contextual_encoder = contextual_encoder
+        self.init_module_habits()
 
-    def call(self, inputs, training=None, mask=None, **kwargs):
+    def __call__(self, inputs, *args, **kwargs):
+        # Ids with values are checked before Keras dispatches the call, which would wrap
+        # our one-line error in its own (keras_elmo.models.input_checks).
+        check_model_inputs(inputs, self, "BiLM")
+        return super().__call__(backend.as_backend_values(inputs), *args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, inputs_checked=False, **kwargs):
+        if training is None:  # PyTorch: the module's train()/eval() mode; else inference
+            training = self.module_training()
+        # JAX, called on values: the whole call as one compiled function (see
+        # keras_elmo/backend/jax_compiled_calls.py); elsewhere None, and the call goes on.
+        if not kwargs and mask is None and not inputs_checked:
+            compiled = backend.compiled_call(
+                self, inputs, training=bool(training),
+                max_batch_size=self.max_batch_size if self.stateful else None)
+            if compiled is not None:
+                return compiled
         # `{"char_ids": ...}`, what `vocabulary_batch_to_ids` gives a vocabulary without
         # words, is this model's one tensor (Keras would take it, with a warning per call).
         if isinstance(inputs, dict) and getattr(self, "word_embedder", None) is None:
             inputs = self.split_inputs(inputs)[0]
+        if not inputs_checked:  # `inputs_checked`: by the caller, on the host
+            self.check_inputs(inputs)
         return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def check_inputs(self, inputs):
+        """Refuses char ids (and a word model's word ids) out of the model's range: at once
+        for ids with values, inside a traced call where it runs (TensorFlow's assertion
+        op, JAX's callback; `keras_elmo.backend.check_id_range`)."""
+        if isinstance(inputs, dict):
+            char_ids, word_ids = inputs.get("char_ids"), inputs.get("word_ids")
+        elif isinstance(inputs, (list, tuple)):  # a functional model's inputs, in order
+            char_ids, word_ids = inputs[0], inputs[1] if len(inputs) > 1 else None
+        else:
+            char_ids, word_ids = inputs, None
+        if char_ids is not None:
+            check_char_id_range(ops.cast(char_ids, "int32"), self.options.num_characters)
+        if word_ids is not None and self.word_embedder is not None:
+            self.word_embedder._check_id_range(ops.cast(word_ids, "int32"))
 
     @classmethod
     def from_weights(cls, options_file, weight_file, **kwargs):
@@ -437,6 +477,7 @@ class BiLM(keras.Model):
         Example:
         >>> bilm.token_embeddings(keras_elmo.batch_to_ids([["a", "b"]])).shape  # (1, 2, P)
         """
+        self.check_inputs(inputs)
         char_ids, word_ids = self.split_inputs(inputs)
         vectors = self.token_embedder(char_ids, training=training)  # (batch, T, P)
         if self.word_embedder is not None:

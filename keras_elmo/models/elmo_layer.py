@@ -11,6 +11,7 @@ from keras_elmo import backend
 from keras_elmo.formats.options import as_options
 from keras_elmo.layers.scalar_mix import ScalarMix
 from keras_elmo.models.bilm import BiLM
+from keras_elmo.models.input_checks import accepted_inputs, check_model_inputs
 from keras_elmo.models.string_tokens import (is_string_tensor, string_token_ids,
                                              string_token_mask)
 from keras_elmo.text.characters import token_mask
@@ -18,7 +19,7 @@ from keras_elmo.validation import check_config_keys, check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_elmo")
-class ElmoLayer(keras.layers.Layer):
+class ElmoLayer(backend.ModuleHabits, keras.layers.Layer):
     """Contextual word vectors for a task: `gamma * sum_j softmax(s)_j * h_j` over the biLM.
 
     The biLM is frozen by default; each of the `num_output_representations` mixes has its
@@ -112,6 +113,7 @@ class ElmoLayer(keras.layers.Layer):
         # works where a call has not built it, as JAX's `stateless_call` and a torch
         # optimizer over `parameters()`.
         self.build()
+        self.init_module_habits()
 
     @property
     def options(self):
@@ -185,7 +187,9 @@ class ElmoLayer(keras.layers.Layer):
                              "received string tokens: turn them into ids first with "
                              "keras_elmo.ElmoPreprocessor (preprocessor(tokens) -> ids), or "
                              "bilm.batch_to_ids(sentences).")
-        return super().__call__(inputs, *args, **kwargs)
+        if not holds_strings(inputs):  # ids with values: refused here, in our one line
+            check_model_inputs(inputs, self.bilm, "ElmoLayer", accepts_strings=True)
+        return super().__call__(backend.as_backend_values(inputs), *args, **kwargs)
 
     def model_inputs(self, inputs):
         """What the held biLM takes, for any accepted input form: char ids `(batch, T,
@@ -204,15 +208,22 @@ class ElmoLayer(keras.layers.Layer):
         dtype = keras.backend.standardize_dtype(inputs.dtype)
         if "int" in dtype and len(inputs.shape) == 3:
             return ops.cast(inputs, "int32")
-        chars = self.options.max_characters_per_token
-        raise ValueError("ElmoLayer expects tf.string tokens (batch, num_tokens), a ragged "
-                         "tf.string tensor, or int char ids (batch, num_tokens, "
-                         f"{chars}); received dtype {dtype}, shape {tuple(inputs.shape)}.")
+        raise ValueError(f"{accepted_inputs('ElmoLayer', self.options, accepts_strings=True)}; "
+                         f"received dtype {dtype}, shape {tuple(inputs.shape)}.")
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=None, inputs_checked=False):
+        if training is None:  # PyTorch: the module's train()/eval() mode; else inference
+            training = self.module_training()
+        # JAX, called on values: the whole call as one compiled function (see
+        # keras_elmo/backend/jax_compiled_calls.py); elsewhere None, and the call goes on.
+        compiled = backend.compiled_call(self, inputs, training=bool(training),
+                                         max_batch_size=self._max_rows())
+        if compiled is not None:
+            return compiled
         # A frozen biLM runs in inference mode (no dropout of a trained run's backbone).
         outputs = self.bilm(self.model_inputs(inputs),
-                            training=training if self.trainable_bilm else False)
+                            training=training if self.trainable_bilm else False,
+                            inputs_checked=inputs_checked)
         layers, mask = outputs["layers"], outputs["mask"]
         mixes = [mix(layers, mask=mask, training=training) for mix in self.scalar_mixes]
         elmo = mixes[0] if len(mixes) == 1 else mixes
@@ -220,18 +231,23 @@ class ElmoLayer(keras.layers.Layer):
             return {"elmo": elmo, "layers": layers} if mixes else layers
         return elmo
 
+    def _max_rows(self):
+        """The most rows a call takes (a stateful biLM's `max_batch_size`), or None."""
+        return self.bilm.max_batch_size if self.stateful else None
+
     def compute_mask(self, inputs, mask=None):
         if self.return_layers:
             return None
         # keras.ops, so that the mask is also a node of a functional model being built.
         if isinstance(inputs, dict):  # a word model's ids: (batch, T, chars) -> (batch, T)
-            mask = token_mask(inputs["char_ids"])
+            return self.compute_mask(inputs["char_ids"])
         elif isinstance(inputs, keras.KerasTensor) and inputs.dtype == "string":
             mask = ops.not_equal(inputs, "")  # (batch, T) -> (batch, T): "" is no token
         elif is_string_tensor(inputs) or _is_str_array(inputs):
             mask = string_token_mask(inputs)  # padded or ragged (batch, (n)) -> (batch, T)
         else:  # (batch, T, chars) -> (batch, T)
-            mask = token_mask(inputs)
+            mask = backend.values_token_mask(inputs)  # JAX on values: on the host
+            mask = token_mask(inputs) if mask is None else mask
         return [mask] * len(self.scalar_mixes) if len(self.scalar_mixes) > 1 else mask
 
     def compute_output_spec(self, inputs, training=False):
