@@ -35,11 +35,18 @@ JAX >= 0.8x TensorFlow, peak anonymous memory <= 1.2x TensorFlow's. With `--embe
 round also times the whole `keras-elmo embed --all` command on one sentence under each
 backend (wall seconds, peak anonymous memory of its processes).
 
+With `--busy-core`, each worker then times the same calls again beside a busy core: another
+process spinning on one core (`BusyCore`, pinned to the last usable core) from before the
+first call of each batch size (untimed) to after the last; the driver reports each
+backend's busy rate over its own quiet rate of the same process, TensorFlow's beside it,
+and the target (each backend >= 0.4x its quiet rate). The peers run quiet only.
+
 Example:
     python benchmarks/backends.py --rounds 3 --peer "allennlp=bash PATH/TO/allennlp.sh infer"
     python benchmarks/backends.py --backends jax torch --batch-sizes 1 --rounds 1
     python benchmarks/backends.py --embed --rounds 3                 # also the embed command
     python benchmarks/backends.py --config tiny --rounds 1 --calls 2  # seconds: the tests'
+    python benchmarks/backends.py --backends tensorflow torch --busy-core --rounds 2
 """
 
 import argparse
@@ -50,6 +57,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from _common import (STARTING_ENVIRONMENT, doc_parser, format_samples, median_spread,
                      print_load, report)
@@ -68,6 +76,13 @@ _PEER_MEMORY = r"peak_rss_MB=([0-9][0-9.]*)"
 #: The targets, reported beside the figures: backend / fastest peer, JAX / TensorFlow,
 #: peak anonymous memory / TensorFlow's.
 PEER_TARGET, JAX_TARGET, MEMORY_TARGET = 1.0, 0.8, 1.2
+#: PyTorch's targets (issue 63): over TensorFlow at batch 1 and at larger batches, and over
+#: the fastest peer.
+TORCH_TARGETS = {"tensorflow": {1: 0.8, "larger": 0.9}, "peer": 2.0}
+#: Each backend's rate beside a busy core over its quiet rate, at least (`--busy-core`).
+BUSY_TARGET = 0.4
+#: What the busy core runs: one Python thread spinning, never sleeping.
+_SPIN = "while True:\n    pass\n"
 
 
 def parse_args(argv):
@@ -95,6 +110,9 @@ def parse_args(argv):
     parser.add_argument("--model-dir", default=None,
                         help="where --embed keeps its random-weight model (default: "
                              "$TMPDIR/keras-elmo-bench-CONFIG, written once)")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="also time each backend's calls beside a process spinning on "
+                             "one core, and report busy / quiet rates")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     for name in ("length", "rounds", "calls"):
@@ -106,6 +124,24 @@ def parse_args(argv):
 
 
 # --- one backend, in its own process --------------------------------------------------------
+class BusyCore:
+    """A process spinning on one core (the last this process may use) while the `with`
+    block runs: the load another program puts beside a biLM."""
+
+    def __enter__(self):
+        self.process = subprocess.Popen([sys.executable, "-c", _SPIN],
+                                        stdin=subprocess.DEVNULL)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(self.process.pid, {max(os.sched_getaffinity(0))})
+        time.sleep(0.2)  # spinning by the first call
+        return self
+
+    def __exit__(self, *exc):
+        self.process.kill()
+        self.process.wait()
+        return False
+
+
 def inference_function(bilm):
     """`char_ids -> layers`, the fastest way of the running backend (module docstring)."""
     import keras
@@ -171,6 +207,12 @@ def worker(args):
         seconds[b] = [time_call(infer, inputs[b]) for _ in range(args.calls)]
         probe.sample()
     stages.mark("timed calls")
+    busy = {}
+    if args.busy_core:
+        for b in args.batch_sizes:
+            with BusyCore():
+                time_call(infer, inputs[b])
+                busy[b] = [time_call(infer, inputs[b]) for _ in range(args.calls)]
     matmul = median_spread(probe.samples)[0]
     flops = flops_per_position(options)["total"] * (args.length + 2)  # <S>, </S> too
     result = {"backend": keras.backend.backend(), "matmul": probe.samples,
@@ -185,6 +227,12 @@ def worker(args):
         report(f"batch {b} tokens/s", format_samples(tokens, "tokens/s"))
         report(f"batch {b} achieved", f"{result['fraction'][b]:.0%} of the matmul rate; first "
                f"call (trace, compilation) {first[b]:.1f} s")
+        if b in busy:
+            tokens = [b * args.length / s for s in busy[b]]
+            result.setdefault("busy_tokens_per_s", {})[b] = median_spread(tokens)[0]
+            report(f"batch {b} tokens/s beside a busy core", format_samples(tokens, "tokens/s") +
+                   f"; {result['busy_tokens_per_s'][b] / result['tokens_per_s'][b]:.2f}x "
+                   "its quiet rate")
     for name, text in stages.lines():
         report(f"memory {name}", text)
     model = [f for name, f in stages.stages if f and name not in _PROBES]
@@ -226,7 +274,7 @@ def run_worker(backend, args):
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--config", args.config,
                "--length", str(args.length), "--calls", str(args.calls),
                "--matmul-size", str(args.matmul_size), "--batch-sizes",
-               *map(str, args.batch_sizes)]
+               *map(str, args.batch_sizes)] + (["--busy-core"] if args.busy_core else [])
     print(f"  [{backend}] load {os.getloadavg()[0]:.2f}")
     done = subprocess.run(command, env=environment(backend), capture_output=True, text=True)
     result = None
@@ -322,6 +370,10 @@ def summarize(args, results, embeds, peers):
                    " / ".join(f"{r['fraction'][str(b)]:.0%}" for r in rounds) +
                    " (first call " + " / ".join(f"{r['first_call'][str(b)]:.1f}"
                                                 for r in rounds) + " s)")
+        for b in args.batch_sizes if "busy_tokens_per_s" in rounds[0] else ():
+            report(f"{backend} batch {b} beside a busy core, busy / quiet",
+                   rounds_text([busy_ratio(r, b) for r in rounds], 2) + "; busy tokens/s " +
+                   " / ".join(f"{r['busy_tokens_per_s'][str(b)]:,.1f}" for r in rounds))
         report(f"{backend} matmul {args.matmul_size}^3 float32 GFLOP/s",
                rounds_text([statistics.median(r["matmul"]) for r in rounds]))
         if "anon" in rounds[0]:
@@ -363,6 +415,11 @@ def summarize(args, results, embeds, peers):
     report_targets(args, results, peers)
 
 
+def busy_ratio(result, b):
+    """A worker's rate at batch `b` beside a busy core over its quiet rate."""
+    return result["busy_tokens_per_s"][str(b)] / result["tokens_per_s"][str(b)]
+
+
 def report_targets(args, results, peers):
     """One line per target: the median ratio and whether it is met (not asserted)."""
     def median_ratio(backend, over):
@@ -384,6 +441,30 @@ def report_targets(args, results, peers):
                 if ratio is not None:
                     report(f"target {backend} >= the fastest peer, batch {b}",
                            f"{ratio:.2f}x ({'met' if ratio >= PEER_TARGET else 'not met'})")
+            if backend == "torch" and peers:
+                target = TORCH_TARGETS["peer"]
+                ratio = median_ratio(backend, lambda r, i: (
+                    r["tokens_per_s"][str(b)] / peer_best(i, b) if peer_best(i, b) else None))
+                if ratio is not None:
+                    report(f"target torch >= {target}x the fastest peer, batch {b}",
+                           f"{ratio:.2f}x ({'met' if ratio >= target else 'not met'})")
+            if backend == "torch" and tf_rounds:
+                target = TORCH_TARGETS["tensorflow"][1 if b == 1 else "larger"]
+                ratio = median_ratio(backend, lambda r, i: (
+                    r["tokens_per_s"][str(b)] / tf_rounds[i]["tokens_per_s"][str(b)]
+                    if i < len(tf_rounds) and tf_rounds[i] else None))
+                if ratio is not None:
+                    report(f"target torch >= {target}x tensorflow, batch {b}",
+                           f"{ratio:.2f}x ({'met' if ratio >= target else 'not met'})")
+            if args.busy_core:
+                ratio = median_ratio(backend, lambda r, i: busy_ratio(r, b))
+                if ratio is not None:
+                    reference = median_ratio("tensorflow", lambda r, i: busy_ratio(r, b))
+                    beside = ("" if backend == "tensorflow" or reference is None
+                              else f"; tensorflow {reference:.2f}x")
+                    report(f"target {backend} beside a busy core >= {BUSY_TARGET}x its quiet "
+                           f"rate, batch {b}", f"{ratio:.2f}x "
+                           f"({'met' if ratio >= BUSY_TARGET else 'not met'}{beside})")
             if backend == "jax" and tf_rounds:
                 ratio = median_ratio(backend, lambda r, i: (
                     r["tokens_per_s"][str(b)] / tf_rounds[i]["tokens_per_s"][str(b)]
