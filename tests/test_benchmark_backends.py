@@ -15,8 +15,8 @@ BENCHMARKS = os.path.join(REPO, "benchmarks")
 
 pytestmark = pytest.mark.slow
 
-#: A figure's line: `name: <number> ...`.
-_FIGURE = r"^{}: ([0-9][0-9,]*\.?[0-9]*)"
+#: A figure's line: `name: <number> ...` (a difference may be negative).
+_FIGURE = r"^{}: (-?[0-9][0-9,]*\.?[0-9]*)"
 
 
 def figure(stdout, name):

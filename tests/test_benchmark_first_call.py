@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from test_benchmark_backends import figure
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "benchmarks", "first_call.py")
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -15,15 +17,6 @@ BATCH = 2
 
 pytestmark = pytest.mark.slow
 
-#: A figure's line: `name: <number> ...` (a difference may be negative).
-_FIGURE = r"^{}: (-?[0-9][0-9,]*\.?[0-9]*)"
-
-
-def figure(stdout, name):
-    """The number that starts `name`'s line in `stdout` (fails the test when absent)."""
-    found = re.search(_FIGURE.format(re.escape(name)), stdout, re.MULTILINE)
-    assert found, f"no line {name!r} in:\n{stdout}"
-    return float(found.group(1).replace(",", ""))
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,8 @@ Keras' own `backend/torch/rnn.py` is the model: the input gates `W_x x + b` of a
 one product before the loop, and nothing between the steps goes through `keras.ops`. Each
 step is `step`, the cell's `step_values` written in torch calls, op for op (the math has one
 definition, the cell's; tests/test_backend_loops.py holds `step` to it bit for bit): the
-same step in `keras.ops` costs several times more in dispatch alone (a tiny cell: about 1.1
-ms against 0.15 ms per step), as much as the products of a one-row step at the published
-size.
+same step in `keras.ops` costs several times more in dispatch alone, as much as the
+products of a one-row step at the published size (docs/performance.md has the figures).
 Without autograd (`torch.no_grad()`, `torch.inference_mode()`, or no tensor that needs a
 gradient) each step's output is written into one preallocated `(T, P, batch)` tensor;
 under autograd the outputs are stacked at the end, as Keras' loop does, so the graph holds
