@@ -32,6 +32,7 @@ import weakref
 import keras
 import numpy as np
 
+from keras_elmo import backend
 from keras_elmo.embedding.row_packing import Piece, piece_size
 
 #: Smallest padded size of a step or token axis under JAX (`bucket`).
@@ -189,8 +190,8 @@ def _eager_function(function):
 
 
 def _numpy(tensor):
-    """A backend tensor as a numpy array."""
-    return keras.ops.convert_to_numpy(tensor)
+    """A backend tensor as a numpy array (no copy where the backend allows)."""
+    return backend.numpy_view(tensor)
 
 
 def _steps(ids):

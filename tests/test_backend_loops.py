@@ -1,6 +1,7 @@
 """The loops JAX and PyTorch run, tested directly on padded rows: the per-row reversal
 (`backend.reverse_sequence`) and `ResidualBiLSTM` without boundary tokens, stateless and
-stateful, against plain numpy (tests/numpy_reference.py), and PyTorch's own loop
+stateful, against plain numpy (tests/numpy_reference.py), with every step's input gates in
+one product and a chunk of steps at a time (`GATE_COLUMNS`), and PyTorch's own loop
 (`keras_elmo.backend.torch_lstm`) against autodiff of the plain portable loop.
 
 A row's ends in a biLM hold `<S>` and `</S>`, whose outputs are dropped, so an off-by-one in
@@ -32,6 +33,11 @@ STEPS = 5
 LENGTHS = [3, 0, 5, 1]
 #: The two calls of the stateful encoder: each row starts where its last call ended.
 STATEFUL_LENGTHS = ([3, 5, 1], [4, 2, 5])
+#: `GATE_COLUMNS` of the chunked runs: chunks of 2 steps of 4 rows (2 of the stateful
+#: calls' 3 rows), so T = 5 is two whole chunks and a rest of one step.
+CHUNK_COLUMNS = 8
+#: The loops' runs: every step's gates at once (the default at these sizes), and in chunks.
+GATE_LAYOUTS = ("", "chunked/")
 
 
 # --- inputs, made here ---------------------------------------------------------------------
@@ -154,23 +160,26 @@ def test_reverse_sequence_reverses_each_row_within_its_length(workdir, results):
         inputs["batch_major"], LENGTHS, seq_axis=1, batch_axis=0))
 
 
-def test_the_encoder_without_boundary_tokens_equals_numpy_on_padded_rows(workdir, results):
+@pytest.mark.parametrize("gates", GATE_LAYOUTS, ids=["gates-at-once", "gates-in-chunks"])
+def test_the_encoder_without_boundary_tokens_equals_numpy_on_padded_rows(workdir, results,
+                                                                          gates):
     inputs, options, arrays = workdir["inputs"], workdir["options"], workdir["arrays"]
     expected = ref.contextual_encoder(arrays, options, inputs["x"], LENGTHS)
-    np.testing.assert_allclose(results["stateless"], expected, atol=ATOL)
+    np.testing.assert_allclose(results[f"{gates}stateless"], expected, atol=ATOL)
 
 
-def test_a_stateful_encoder_carries_each_rows_state_as_numpy_does(workdir, results):
+@pytest.mark.parametrize("gates", GATE_LAYOUTS, ids=["gates-at-once", "gates-in-chunks"])
+def test_a_stateful_encoder_carries_each_rows_state_as_numpy_does(workdir, results, gates):
     inputs, options, arrays = workdir["inputs"], workdir["options"], workdir["arrays"]
     expected = stateful_encoder(arrays, options, [(inputs[f"x{k}"], lengths) for k, lengths
                                                   in enumerate(STATEFUL_LENGTHS)])
     for k, want in enumerate(expected):
-        np.testing.assert_allclose(results[f"stateful{k}"], want, atol=ATOL,
+        np.testing.assert_allclose(results[f"{gates}stateful{k}"], want, atol=ATOL,
                                    err_msg=f"call {k + 1}")
 
 
 @pytest.mark.parametrize("case", ["stateless", "stateful", "packed"])
-@pytest.mark.parametrize("layout", ["direction_threads", "one_thread"])
+@pytest.mark.parametrize("layout", ["direction_threads", "one_thread", "chunked_threads"])
 def test_the_torch_loop_gives_the_portable_loops_outputs_and_gradients(workdir, case, layout):
     """PyTorch's own loop, its directions in threads or one after the other, against
     autodiff of `portable.run_cells` (`keras.ops.scan`) and `portable.reverse_sequence`:
@@ -225,11 +234,16 @@ def _compute(root):
         ops.convert_to_tensor(inputs["feature_major"]), lengths, seq_axis=1, batch_axis=2))
     out["reversed_batch_major"] = numpy(backend.reverse_sequence(
         ops.convert_to_tensor(inputs["batch_major"]), lengths, seq_axis=1, batch_axis=0))
-    encoder = BiLM.from_weights(*files).contextual_encoder
-    out["stateless"] = numpy(encoder(inputs["x"], mask=inputs["mask"]))
-    stateful = BiLM.from_weights(*files, stateful=True).contextual_encoder
-    for k in range(len(STATEFUL_LENGTHS)):
-        out[f"stateful{k}"] = numpy(stateful(inputs[f"x{k}"], mask=inputs[f"mask{k}"]))
+    loop = sys.modules[backend.run_cells.__module__]  # the loop this backend runs
+    columns = loop.GATE_COLUMNS
+    for gates, loop.GATE_COLUMNS in zip(GATE_LAYOUTS, (columns, CHUNK_COLUMNS)):
+        encoder = BiLM.from_weights(*files).contextual_encoder
+        out[f"{gates}stateless"] = numpy(encoder(inputs["x"], mask=inputs["mask"]))
+        stateful = BiLM.from_weights(*files, stateful=True).contextual_encoder
+        for k in range(len(STATEFUL_LENGTHS)):
+            out[f"{gates}stateful{k}"] = numpy(stateful(inputs[f"x{k}"],
+                                                        mask=inputs[f"mask{k}"]))
+    loop.GATE_COLUMNS = columns
     if keras.backend.backend() == "torch":
         out.update(_torch_gradients(files, inputs))
     np.savez(os.path.join(root, f"{keras.backend.backend()}.npz"), **out)
@@ -254,15 +268,17 @@ def _torch_gradients(files, inputs):
              "direction_threads": (torch_lstm.run_cells, keras_elmo.backend.reverse_sequence,
                                    1),
              "one_thread": (torch_lstm.run_cells, keras_elmo.backend.reverse_sequence,
-                            sys.maxsize)}
+                            sys.maxsize),
+             "chunked_threads": (torch_lstm.run_cells, keras_elmo.backend.reverse_sequence, 1)}
     encoders = {"stateless": BiLM.from_weights(*files).contextual_encoder,
                 "stateful": BiLM.from_weights(*files, stateful=True).contextual_encoder}
     encoders["packed"] = encoders["stateless"]
     out = {}
-    threads = torch_lstm.DIRECTION_THREADS
+    threads, columns = torch_lstm.DIRECTION_THREADS, torch_lstm.GATE_COLUMNS
     for layout, (run_cells, reverse, direction_threads) in loops.items():
         keras_elmo.backend.run_cells, keras_elmo.backend.reverse_sequence = run_cells, reverse
         torch_lstm.DIRECTION_THREADS = direction_threads or threads
+        torch_lstm.GATE_COLUMNS = CHUNK_COLUMNS if layout.startswith("chunked") else columns
         for case, encoder in encoders.items():
             if case == "stateful":
                 encoder.reset_states()
@@ -280,7 +296,7 @@ def _torch_gradients(files, inputs):
             for k, array in enumerate(arrays):
                 out[f"{layout}/{case}/{k:02d}"] = array.detach().numpy()
     keras_elmo.backend.run_cells = torch_lstm.run_cells
-    torch_lstm.DIRECTION_THREADS = threads
+    torch_lstm.DIRECTION_THREADS, torch_lstm.GATE_COLUMNS = threads, columns
     return {**out, **_torch_steps()}
 
 

@@ -35,6 +35,8 @@ Functions (each backend defines all of them):
     as_backend_values(inputs)       JAX: numpy int ids moved as they are (Keras' conversion
                                     compiles per shape); else unchanged
     values_token_mask(ids)          JAX: the token mask of concrete ids, on the host; else None
+    numpy_view(tensor)              a tensor's values as numpy, without a copy where JAX and
+                                    PyTorch allow (Keras' `convert_to_numpy` copies)
     LOOP_IMPLEMENTATIONS            the `ResidualBiLSTM` loops this backend runs
     NAME                            "tensorflow", "jax" or "torch"
 
@@ -74,6 +76,7 @@ compiled_call = getattr(_module, "compiled_call", lambda *args, **kwargs: None)
 values_token_mask = getattr(_module, "values_token_mask", lambda ids: None)
 host_array = getattr(_module, "host_array", lambda array: array)
 as_backend_values = getattr(_module, "as_backend_values", lambda inputs: inputs)
+numpy_view = getattr(_module, "numpy_view", keras.ops.convert_to_numpy)
 
 
 class _NoModuleHabits:

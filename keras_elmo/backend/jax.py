@@ -19,7 +19,7 @@ from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product, r
                                          run_layer_with_sequence_gradient, take_positions)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "as_backend_values", "check_at_most", "check_id_range",
-           "compiled_call", "host_array", "kernel_product",
+           "compiled_call", "host_array", "kernel_product", "numpy_view",
            "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows",
            "values_token_mask"]
@@ -29,6 +29,12 @@ def host_array(array):
     """A numpy array as a JAX array on the default device, moved there as it is (`jnp.asarray`
     would compile a conversion for every new shape)."""
     return jax.device_put(array)
+
+
+def numpy_view(tensor):
+    """A JAX array's values as numpy, without a copy where it is in host memory (read-only;
+    Keras' `convert_to_numpy` copies)."""
+    return np.asarray(tensor)
 
 
 def as_backend_values(inputs):

@@ -2,13 +2,17 @@
 
 The LSTM loop is `keras.ops.scan` over time: `lax.scan` on JAX (compiled once, differentiated
 by JAX), a Python loop on PyTorch (differentiated by autograd), each step the cell's own
-`step_values`. All input gates of a layer are computed in one product before the loop.
+`step_values`. The input gates `W_x x + b` are computed `GATE_COLUMNS` columns (steps x rows)
+at a time, a chunk of steps per iteration of an outer scan, as TensorFlow's loop computes
+them: a packed embedding call's gates are never all held at once.
 """
 
 import math
 
 import numpy as np
 from keras import ops
+
+from keras_elmo.backend.lstm_types import GATE_COLUMNS
 
 #: The `ResidualBiLSTM` loops that run here, "auto" first ("sequence_gradient" and
 #: "one_row_loop" are TensorFlow's own).
@@ -86,16 +90,23 @@ def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps
     keras_elmo/backend/tensorflow/lstm_loop.py says each); `one_row` is ignored here.
     """
     kernels = [cell.step_kernels() for cell in cells]
-    gates = [ops.transpose(cell.input_gates(x), (1, 0, 2))
-             for cell, x in zip(cells, inputs)]  # (T, 4U, batch) each: a step per row
-    num_steps = ops.shape(gates[0])[0]
+    weights = [cell.input_gate_weights() for cell in cells]
+    input_dims = [x.shape[0] for x in inputs]
+    num_steps, batch = ops.shape(inputs[0])[1], ops.shape(inputs[0])[2]
+    states = [tuple(s) for s in initial_states]
     if isinstance(num_steps, int) and num_steps == 0:  # PyTorch's scan stacks no steps
-        batch = ops.shape(gates[0])[2]
-        return ([ops.zeros((cell.projection_dim, 0, batch), gates[0].dtype) for cell in cells],
-                list(initial_states))
-    per_step = {"t": ops.arange(num_steps, dtype="int32"), "gates": gates}
-    if keeps is not None:
-        per_step["keeps"] = list(keeps)
+        return ([ops.zeros((cell.projection_dim, 0, batch), inputs[0].dtype)
+                 for cell in cells], states)
+
+    def steps(states, x):
+        """The steps of `x["inputs"]` `(input_dim, K, batch)` each, from `states`: their
+        gates in one product, then a scan: `(finals, [(K, P, batch)])`."""
+        per_step = {"t": x["t"], "gates": [  # (K, 4U, batch) each: a step per row
+            ops.transpose(cell.input_gates(xs, w), (1, 0, 2))
+            for cell, xs, w in zip(cells, x["inputs"], weights)]}
+        if keeps is not None:
+            per_step["keeps"] = x["keeps"]
+        return ops.scan(step, states, per_step)
 
     def step(states, x):
         new_states, outputs = [], []
@@ -112,5 +123,27 @@ def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps
             new_states.append((h, c))
         return new_states, outputs
 
-    finals, outputs = ops.scan(step, [tuple(s) for s in initial_states], per_step)
-    return [ops.transpose(o, (1, 0, 2)) for o in outputs], finals  # (P, T, batch) each
+    def part(start, stop):
+        """The inputs of steps `[start, stop)`."""
+        return {"t": ops.arange(start, stop, dtype="int32"),
+                "inputs": [x[:, start:stop] for x in inputs],
+                "keeps": None if keeps is None else [k[start:stop] for k in keeps]}
+
+    chunk = max(GATE_COLUMNS // max(batch, 1), 1) if isinstance(batch, int) else None
+    if chunk is None or not isinstance(num_steps, int) or num_steps <= chunk:
+        finals, outputs = steps(states, part(0, num_steps))  # every step's gates at once
+        return [ops.transpose(o, (1, 0, 2)) for o in outputs], finals  # (P, T, batch) each
+    # Whole chunks in an outer scan (one chunk's gates exist at a time), then the rest.
+    count = num_steps // chunk
+    whole = part(0, count * chunk)
+    chunks = {"t": ops.reshape(whole["t"], (count, chunk)),
+              "inputs": [ops.transpose(ops.reshape(x, (d, count, chunk, batch)), (1, 0, 2, 3))
+                         for x, d in zip(whole["inputs"], input_dims)],  # (n, d, K, batch)
+              "keeps": None if keeps is None else [
+                  ops.reshape(k, (count, chunk, batch)) for k in whole["keeps"]]}
+    states, outputs = ops.scan(steps, states, chunks)  # (n, K, P, batch) each
+    outputs = [ops.reshape(o, (count * chunk,) + tuple(o.shape[2:])) for o in outputs]
+    if count * chunk < num_steps:
+        states, rest = steps(states, part(count * chunk, num_steps))
+        outputs = [ops.concatenate([o, r], axis=0) for o, r in zip(outputs, rest)]
+    return [ops.transpose(o, (1, 0, 2)) for o in outputs], states  # (P, T, batch) each

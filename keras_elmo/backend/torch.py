@@ -10,8 +10,18 @@ from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, check_at_most, ch
 from keras_elmo.backend.torch_lstm import run_cells
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
-           "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
+           "needs_static_shapes", "numpy_view", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
+
+
+def numpy_view(tensor):
+    """A tensor's values as numpy, without a copy where it is on the CPU (Keras'
+    `convert_to_numpy` copies); bfloat16, which numpy lacks, by Keras' conversion."""
+    if tensor.dtype == torch.bfloat16:
+        import keras
+
+        return keras.ops.convert_to_numpy(tensor)
+    return tensor.detach().cpu().numpy()
 
 
 def needs_static_shapes(x=None):

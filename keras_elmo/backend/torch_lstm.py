@@ -1,7 +1,9 @@
 """PyTorch's LSTM loop of `ResidualBiLSTM`: a plain Python loop over the steps, in torch.
 
-Keras' own `backend/torch/rnn.py` is the model: the input gates `W_x x + b` of all steps are
-one product before the loop, and nothing between the steps goes through `keras.ops`. Each
+Keras' own `backend/torch/rnn.py` is the model: the input gates `W_x x + b` of many steps are
+one product (`GATE_COLUMNS` columns, steps x rows, at a time, as TensorFlow's loop computes
+them: a packed embedding call's gates are never all held at once), and nothing between the
+steps goes through `keras.ops`. Each
 step is `step`, the cell's `step_values` written in torch calls, op for op (the math has one
 definition, the cell's; tests/test_backend_loops.py holds `step` to it bit for bit): the
 same step in `keras.ops` costs several times more in dispatch alone, as much as the
@@ -27,6 +29,7 @@ import threading
 import torch
 
 from keras_elmo import constants
+from keras_elmo.backend.lstm_types import GATE_COLUMNS
 
 #: Run the directions of a layer in threads of their own, one intra-op thread each, on the
 #: CPU when the caller has at least this many intra-op threads (`torch.get_num_threads()`);
@@ -69,23 +72,24 @@ def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps
     """
     # Read once per call, in the caller's thread (Keras' scopes are thread-local).
     kernels = [cell.step_kernels() for cell in cells]
-    gates = [cell.input_gates(x) for cell, x in zip(cells, inputs)]  # (4U, T, batch) each
-    num_steps = gates[0].shape[1]
+    weights = [cell.input_gate_weights() for cell in cells]
+    num_steps, batch = inputs[0].shape[1], inputs[0].shape[2]
+    chunk = max(GATE_COLUMNS // max(batch, 1), 1)  # steps whose input gates exist at once
     running = None
     if freeze_after_length:
-        steps = torch.arange(num_steps, device=gates[0].device)
+        steps = torch.arange(num_steps, device=inputs[0].device)
         running = (steps[:, None] < lengths.to(steps.device)[None, :])[:, None]  # (T, 1, b)
-    jobs = [(cell, kernel, gate, state, None if keeps is None else keeps[k])
-            for k, (cell, kernel, gate, state) in enumerate(
-                zip(cells, kernels, gates, initial_states))]
-    if (len(jobs) > 1 and gates[0].device.type == "cpu" and not torch.compiler.is_compiling()
+    jobs = [(cell, kernel, weight, x, state, None if keeps is None else keeps[k])
+            for k, (cell, kernel, weight, x, state) in enumerate(
+                zip(cells, kernels, weights, inputs, initial_states))]
+    if (len(jobs) > 1 and inputs[0].device.type == "cpu" and not torch.compiler.is_compiling()
             and torch.get_num_threads() >= DIRECTION_THREADS):
         grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
-        futures = [_executor().submit(_run_in_thread, grad, inference, running, *job)
+        futures = [_executor().submit(_run_in_thread, grad, inference, running, chunk, *job)
                    for job in jobs]
         results = [future.result() for future in futures]
     else:
-        results = [_run_one(running, *job) for job in jobs]
+        results = [_run_one(running, chunk, *job) for job in jobs]
     return [out for out, _ in results], [final for _, final in results]
 
 
@@ -99,38 +103,53 @@ def _run_in_thread(grad, inference, running, *job):
         return _run_one(running, *job)
 
 
-def _run_one(running, cell, kernels, gates, state, keeps):
-    """One cell's loop over `gates` `(4U, T, batch)` from `state`: `((P, T, batch), (h, c))`."""
-    num_steps, batch = gates.shape[1], gates.shape[2]
+def _run_one(running, chunk, cell, kernels, weights, inputs, state, keeps):
+    """One cell's loop over `inputs` `(input_dim, T, batch)` from `state`, its input gates
+    `chunk` steps at a time: `((P, T, batch), (h, c))`."""
+    num_steps, batch = inputs.shape[1], inputs.shape[2]
     h, c = state
     tracked = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (gates, h, c, kernels.recurrent, kernels.projection))
+        t.requires_grad for t in (inputs, h, c, kernels.recurrent, kernels.projection,
+                                  *weights))
     if tracked:
         # A stateful layer assigns its state variables in place after the call, and the
         # first step's products save the state it read (a view of them) for backward.
         h, c = h.clone(), c.clone()
         outputs = []
     else:
-        outputs = torch.empty((num_steps, cell.projection_dim, batch), dtype=gates.dtype,
-                              device=gates.device)  # (T, P, batch), written step by step
-    for t in range(num_steps):
-        if keeps is not None:  # a new sequence begins here: from a zero state
-            keep = keeps[t][None, :]  # (1, batch)
-            h, c = h * keep, c * keep
-        new_h, new_c = step(cell, gates[:, t], h, c, kernels)
-        if tracked:
-            outputs.append(new_h)
-        else:
-            outputs[t].copy_(new_h)
-        if running is not None:
-            h, c = torch.where(running[t], new_h, h), torch.where(running[t], new_c, c)
-        else:
-            h, c = new_h, new_c
+        outputs = torch.empty((num_steps, cell.projection_dim, batch), dtype=inputs.dtype,
+                              device=inputs.device)  # (T, P, batch), written step by step
+    for start in range(0, num_steps, chunk):
+        gates = input_gates(weights, inputs[:, start:start + chunk])  # (4U, K, batch)
+        for t in range(start, min(start + chunk, num_steps)):
+            if keeps is not None:  # a new sequence begins here: from a zero state
+                keep = keeps[t][None, :]  # (1, batch)
+                h, c = h * keep, c * keep
+            new_h, new_c = step(cell, gates[:, t - start], h, c, kernels)
+            if tracked:
+                outputs.append(new_h)
+            else:
+                outputs[t].copy_(new_h)
+            if running is not None:
+                h, c = torch.where(running[t], new_h, h), torch.where(running[t], new_c, c)
+            else:
+                h, c = new_h, new_c
     if tracked:
         outputs = (torch.stack(outputs) if outputs else
-                   torch.zeros((0, cell.projection_dim, batch), dtype=gates.dtype,
-                               device=gates.device))
+                   torch.zeros((0, cell.projection_dim, batch), dtype=inputs.dtype,
+                               device=inputs.device))
     return outputs.permute(1, 0, 2), (h, c)  # (P, T, batch)
+
+
+def input_gates(weights, inputs):
+    """`LSTMProjectionCell.input_gates(inputs, weights)` in one torch call: the bias is the
+    product's starting value (`addmm`), so no second `(4U, K, batch)` buffer is made.
+    `weights` `(W_x, b)` as `input_gate_weights` reads them; `inputs` `(input_dim, K, batch)`
+    -> `(4U, K, batch)`."""
+    kernel, bias = weights
+    size, steps, batch = inputs.shape
+    return torch.addmm(bias[:, None], kernel, inputs.reshape(size, steps * batch)).reshape(
+        kernel.shape[0], steps, batch)
 
 
 def step(cell, input_gates, h, c, kernels):

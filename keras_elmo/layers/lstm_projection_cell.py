@@ -103,19 +103,27 @@ class LSTMProjectionCell(keras.layers.Layer):
         return (ops.zeros((self.projection_dim, batch_size), self.compute_dtype),
                 ops.zeros((self.units, batch_size), self.compute_dtype))
 
-    def input_gates(self, inputs):
-        """`W_x x + b` (+`forget_bias` on the forget gate) for all steps at once,
-        feature-major: `(input_dim, ...)` -> `(4 * units, ...)`, e.g. `(input_dim, T, batch)`
-        -> `(4U, T, batch)`; `step` takes one step's `(4U, batch)`."""
-        rest = tuple(ops.shape(inputs)[1:])
-        flat = ops.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
+    def input_gate_weights(self):
+        """`(W_x, b)`: the input kernel `(4U, input_dim)` and the bias `(4U,)` with the
+        forget bias in, read where this is called (a loop reads them once per call, in the
+        caller's thread: Keras' scopes are thread-local)."""
         bias = backend.read_variable(self.bias)
         if self.forget_bias:  # a Python constant: a bias holding it costs nothing here
             bias = bias + ops.concatenate(
                 [ops.zeros((self.units,), bias.dtype),
                  ops.full((self.units,), self.forget_bias, bias.dtype),
                  ops.zeros((2 * self.units,), bias.dtype)], axis=0)  # gates i, f, c, o
-        gates = ops.matmul(self.input_kernel, flat)  # (4U, N)
+        return backend.read_variable(self.input_kernel), bias
+
+    def input_gates(self, inputs, weights=None):
+        """`W_x x + b` (+`forget_bias` on the forget gate) for all steps at once,
+        feature-major: `(input_dim, ...)` -> `(4 * units, ...)`, e.g. `(input_dim, T, batch)`
+        -> `(4U, T, batch)`; `step` takes one step's `(4U, batch)`. `weights`: the
+        `input_gate_weights()` a loop read (None: read here)."""
+        kernel, bias = weights if weights is not None else self.input_gate_weights()
+        rest = tuple(ops.shape(inputs)[1:])
+        flat = ops.reshape(inputs, (inputs.shape[0], -1))  # (input_dim, N)
+        gates = ops.matmul(kernel, flat)  # (4U, N)
         gates = ops.reshape(gates, (constants.NUM_GATES * self.units,) + rest)
         return gates + ops.reshape(bias, (-1,) + (1,) * (len(inputs.shape) - 1))  # (4U, ...)
 

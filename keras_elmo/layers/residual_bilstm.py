@@ -232,7 +232,8 @@ class ResidualBiLSTM(keras.layers.Layer):
             layer_inputs = hs  # (P, num_steps, batch) each
             full = [ops.pad(h, ((0, 0), (0, num_tokens - num_steps), (0, 0))) for h in hs]
             halves = [full[0], _reverse(full[1], lengths)]  # (P, T, batch) each, text order
-            outputs.append(ops.concatenate([ops.where(k, h, ops.zeros_like(h))
+            zero = ops.zeros((), full[0].dtype)  # a scalar: no second (P, T, batch) buffer
+            outputs.append(ops.concatenate([ops.where(k, h, zero)
                                             for k, h in zip(keep, halves)],
                                            axis=0))  # (2P, T, b)
         if self.stateful:

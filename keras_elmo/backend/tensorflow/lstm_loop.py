@@ -8,9 +8,7 @@ sentence's gates are never all held at once (docs/performance.md).
 
 import tensorflow as tf
 
-#: Columns (steps x batch rows) of input gates the loop computes at once, per direction: a
-#: long sentence's gates are never all held at once (docs/performance.md).
-GATE_COLUMNS = 1024
+from keras_elmo.backend.lstm_types import GATE_COLUMNS
 
 
 def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps=None,
