@@ -91,7 +91,6 @@ def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps
     """
     kernels = [cell.step_kernels() for cell in cells]
     weights = [cell.input_gate_weights() for cell in cells]
-    input_dims = [x.shape[0] for x in inputs]
     num_steps, batch = ops.shape(inputs[0])[1], ops.shape(inputs[0])[2]
     states = [tuple(s) for s in initial_states]
     if isinstance(num_steps, int) and num_steps == 0:  # PyTorch's scan stacks no steps
@@ -137,8 +136,9 @@ def run_cells(cells, inputs, lengths, initial_states, freeze_after_length, keeps
     count = num_steps // chunk
     whole = part(0, count * chunk)
     chunks = {"t": ops.reshape(whole["t"], (count, chunk)),
-              "inputs": [ops.transpose(ops.reshape(x, (d, count, chunk, batch)), (1, 0, 2, 3))
-                         for x, d in zip(whole["inputs"], input_dims)],  # (n, d, K, batch)
+              "inputs": [ops.transpose(ops.reshape(x, (x.shape[0], count, chunk, batch)),
+                                       (1, 0, 2, 3))
+                         for x in whole["inputs"]],  # (n, input_dim, K, batch) each
               "keeps": None if keeps is None else [
                   ops.reshape(k, (count, chunk, batch)) for k in whole["keeps"]]}
     states, outputs = ops.scan(steps, states, chunks)  # (n, K, P, batch) each
