@@ -164,12 +164,21 @@ class ElmoModule(tf.Module):
         ids_specs = [tf.TensorSpec([None, None, chars], tf.int32, name="char_ids")]
         if self.has_words:
             ids_specs.append(tf.TensorSpec([None, None], tf.int32, name="word_ids"))
-        self.tokens = tf.function(self._tokens, input_signature=[
+        # The biLM is one function that every signature calls, so it is traced once per
+        # context (here and again in `tf.saved_model.save`), not once per signature: the
+        # traces of its time loops are most of an export's time.
+        window_spec = (ids_specs[0] if not self.has_words else
+                       {"char_ids": ids_specs[0], "word_ids": ids_specs[1]})
+        self._layers.run_bilm = tf.function(self._run_bilm, input_signature=[window_spec],
+                                             autograph=False)
+        # No autograph: the signatures' Python branches are on Python values, and converting
+        # every function they call costs seconds per trace.
+        self.tokens = tf.function(self._tokens, autograph=False, input_signature=[
             tf.TensorSpec([None, None], tf.string, name="tokens"),
             tf.TensorSpec([None], tf.int32, name="sequence_len")])
-        self.default = tf.function(self._default, input_signature=[
+        self.default = tf.function(self._default, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string, name=text_input)])
-        self.char_ids = tf.function(self._char_ids, input_signature=ids_specs)
+        self.char_ids = tf.function(self._char_ids, autograph=False, input_signature=ids_specs)
         # Traced now, for every input `__call__` accepts (a loaded function only has the
         # traces made before saving).
         ids_input = (ids_specs[0] if not self.has_words else
@@ -180,7 +189,7 @@ class ElmoModule(tf.Module):
                      ids_input):
             self.__call__.get_concrete_function(spec)
 
-    @tf.function
+    @tf.function(autograph=False)
     def __call__(self, inputs):
         """The `default` (text `(batch,)`), `tokens` (dict) or `char_ids` outputs."""
         if isinstance(inputs, dict) and "char_ids" in inputs:
@@ -310,6 +319,13 @@ class ElmoModule(tf.Module):
                                           *args, **kwargs)
         return outputs
 
+    def _run_bilm(self, window_ids):
+        """The biLM's `layers` `(W, L+1, window_steps, 2P)` for windows of ids `(W,
+        window_steps, C)` (or a word model's dict)."""
+        # Traced for inference: the biLM's plain loop, whose autodiff a loaded function's
+        # GradientTape can run (see ResidualBiLSTM).
+        return self._run(self._layers.bilm, window_ids, training=False)["layers"]
+
     def _embed_compacted(self, ids, width):
         """`_embed` of char ids `(batch, steps, C)` (or a word model's dict) whose all-zero
         rows (no token) may stand between real tokens: each row's tokens are read as one
@@ -347,10 +363,7 @@ class ElmoModule(tf.Module):
                 window_ids = window_ids["char_ids"]
         else:
             window_ids, _, firsts = split_windows(ids, lengths, self.max_length)  # (W, ws, C)
-        # Traced for inference: the biLM's plain loop, whose autodiff a loaded function's
-        # GradientTape can run (see ResidualBiLSTM).
-        out = self._run(self._layers.bilm, window_ids, training=False)
-        per_window = tf.transpose(out["layers"], [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
+        per_window = tf.transpose(self._layers.run_bilm(window_ids), [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
         rows = join_windows(per_window, firsts, lengths, self.max_length)  # (b, steps, L+1, 2P)
         layers = tf.transpose(rows, [0, 2, 1, 3])  # (batch, L+1, steps, 2P)
         mask = tf.sequence_mask(lengths, tf.shape(layers)[2])  # (batch, steps)
