@@ -23,6 +23,8 @@ Functions (each backend defines all of them):
     reverse_sequence(x, lengths, seq_axis, batch_axis)
     take_positions(x, order, axis)  each row's positions along `axis` in its own order
     kernel_product(kernel, x, one_row, in_out)   `W @ x` of a feature-major step
+    conv_max(chars, kernel, filters_per_call)    max over positions of a valid 1-D
+                                    convolution, the char CNN's (PyTorch: unfold + matmul)
     read_variable(variable)         a variable's value, read where it is called
     run_cells(...)                  the plain LSTM time loop (`ResidualBiLSTM`)
     run_layer_with_sequence_gradient(cells, gates)   TensorFlow only
@@ -68,6 +70,7 @@ check_id_range = _module.check_id_range
 check_at_most = _module.check_at_most
 reverse_sequence = _module.reverse_sequence
 kernel_product = _module.kernel_product
+conv_max = _module.conv_max
 read_variable = _module.read_variable
 run_cells = _module.run_cells
 take_positions = _module.take_positions

@@ -14,12 +14,12 @@ import numpy as np
 
 from keras_elmo.backend import portable
 from keras_elmo.backend.jax_compiled_calls import compiled_call, values_token_mask
-from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, kernel_product, read_variable,
-                                         reverse_sequence, run_cells,
+from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, conv_max, kernel_product,
+                                         read_variable, reverse_sequence, run_cells,
                                          run_layer_with_sequence_gradient, take_positions)
 
 __all__ = ["LOOP_IMPLEMENTATIONS", "as_backend_values", "check_at_most", "check_id_range",
-           "compiled_call", "host_array", "kernel_product", "numpy_view",
+           "compiled_call", "conv_max", "host_array", "kernel_product", "numpy_view",
            "needs_static_shapes", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows",
            "values_token_mask"]

@@ -54,6 +54,17 @@ def reverse_sequence(x, lengths, seq_axis, batch_axis):
     return ops.take_along_axis(x, index, axis=seq_axis)
 
 
+def conv_max(chars, kernel, filters_per_call):
+    """`max over positions p of sum_{k,e} chars[:, p + k, e] * kernel[k, e, :]`: the valid
+    1-D convolution of `chars` `(rows, K, E)` with `kernel` `(w, E, n)`, max-pooled over
+    its `K - w + 1` positions -> `(rows, n)`. At most `filters_per_call` filters per
+    convolution: its output `(rows, K - w + 1, filters)` is the char CNN's largest buffer."""
+    maxima = [ops.max(ops.conv(chars, kernel[..., start:start + filters_per_call],
+                               padding="valid"), axis=1)  # (rows, filters)
+              for start in range(0, int(kernel.shape[-1]), filters_per_call)]
+    return ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
+
+
 def read_variable(variable):
     """A Keras variable's current value as a tensor (the scope's, under `stateless_call`)."""
     return ops.convert_to_tensor(variable)

@@ -9,7 +9,7 @@ from keras_elmo.backend.portable import (LOOP_IMPLEMENTATIONS, check_at_most, ch
                                          read_variable, run_layer_with_sequence_gradient)
 from keras_elmo.backend.torch_lstm import run_cells
 
-__all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "kernel_product",
+__all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "conv_max", "kernel_product",
            "needs_static_shapes", "numpy_view", "read_variable", "reverse_sequence", "run_cells",
            "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
 
@@ -37,6 +37,23 @@ def unique_rows(ids):
         return ids, torch.zeros((0,), dtype=torch.int32, device=ids.device)
     rows, positions = torch.unique(ids, dim=0, return_inverse=True)
     return rows, positions.to(torch.int32)
+
+
+def conv_max(chars, kernel, filters_per_call):
+    """The portable `conv_max` (max over positions of a valid 1-D convolution, `(rows, K,
+    E)` * `(w, E, n)` -> `(rows, n)`) as one matrix product per group of filters: each
+    position's window of `w` chars is a row of `w * E` values (`unfold`), times the kernel
+    as a `(w * E, n)` matrix. A char CNN has few input channels (E = 16) and PyTorch's CPU
+    convolution runs such narrow convolutions far below its matrix product's rate
+    (docs/performance.md)."""
+    rows, length, dim = chars.shape
+    width = kernel.shape[0]
+    positions = length - width + 1
+    windows = chars.unfold(1, width, 1).transpose(2, 3).reshape(rows, positions, width * dim)
+    matrix = kernel.reshape(width * dim, kernel.shape[-1])  # row k * E + e: kernel[k, e]
+    maxima = [torch.matmul(windows, matrix[:, start:start + filters_per_call]).amax(dim=1)
+              for start in range(0, matrix.shape[1], filters_per_call)]  # (rows, filters)
+    return torch.cat(maxima, dim=-1) if len(maxima) > 1 else maxima[0]
 
 
 def kernel_product(kernel, x, one_row=False, in_out=False):

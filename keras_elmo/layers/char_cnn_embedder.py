@@ -270,12 +270,7 @@ class CharCNNEmbedder(keras.layers.Layer):
         pooled = []
         for kernel, bias in zip(self.conv_kernels, self.conv_biases):
             kernel = ops.cast(kernel, self.compute_dtype)  # (w, E, n)
-            # At most MAX_CONV_FILTERS filters per conv: its output (rows, K - w + 1, g) is
-            # the char CNN's largest buffer.
-            maxima = [ops.max(ops.conv(chars, kernel[..., start:start + MAX_CONV_FILTERS],
-                                       padding="valid"), axis=1)  # (rows, g)
-                      for start in range(0, int(kernel.shape[-1]), MAX_CONV_FILTERS)]
-            best = ops.concatenate(maxima, axis=-1) if len(maxima) > 1 else maxima[0]
+            best = backend.conv_max(chars, kernel, MAX_CONV_FILTERS)  # (rows, n)
             if trim:
                 run_window = ops.matmul(run_chars, ops.sum(kernel, axis=0))  # (rows, n)
                 best = ops.where(ops.less(used, num_chars), ops.maximum(best, run_window),

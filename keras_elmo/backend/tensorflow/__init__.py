@@ -8,12 +8,14 @@ written by hand (sequence_gradient.py).
 import numpy as np
 import tensorflow as tf
 
+from keras_elmo.backend.portable import conv_max
 from keras_elmo.backend.tensorflow.lstm_loop import run_cells
 from keras_elmo.backend.tensorflow.sequence_gradient import run_layer_with_sequence_gradient
 
-__all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "in_xla_function",
-           "kernel_product", "needs_static_shapes", "reverse_sequence", "run_cells",
-           "read_variable", "run_layer_with_sequence_gradient", "take_positions", "unique_rows"]
+__all__ = ["LOOP_IMPLEMENTATIONS", "check_at_most", "check_id_range", "conv_max",
+           "in_xla_function", "kernel_product", "needs_static_shapes", "reverse_sequence",
+           "run_cells", "read_variable", "run_layer_with_sequence_gradient", "take_positions",
+           "unique_rows"]
 
 #: Every `ResidualBiLSTM` loop runs here, "auto" first.
 LOOP_IMPLEMENTATIONS = ("auto", "sequence_gradient", "batched_loop", "one_row_loop")
