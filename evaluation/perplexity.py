@@ -54,7 +54,7 @@ def evaluate(model, files, vocab, config):
     dataset = make_dataset(files, vocab, eval_config, shuffle=False,
                            token_vocabulary=model.backbone.vocabulary)
 
-    @tf.function(input_signature=[dataset.element_spec])
+    @tf.function(input_signature=[dataset.element_spec], autograph=False)  # no Python branch
     def batch_sums(batch):
         sums = model.nll_sums(model_inputs(batch), batch["token_ids"], training=False,
                               sampled=False)

@@ -172,11 +172,14 @@ class Trainer:
         return tf.cast(tf.convert_to_tensor(self.optimizer.dynamic_scale), tf.float32)
 
     def _build_step(self, element_spec):
-        @tf.function(input_signature=[element_spec])
+        # No autograph: the step's Python branches are on Python values, and converting the
+        # model's code for every trace costs seconds of each run's start.
+        @tf.function(input_signature=[element_spec], autograph=False)
         def step_fn(batch):
             return self._step_values(batch)
         return step_fn
 
+    @tf.autograph.experimental.do_not_convert
     def _step_values(self, batch):
         """One step on a distributed batch: `(sums, tokens, grad norm)` over all replicas."""
         forward, backward, count, tokens, norm = self.strategy.run(
