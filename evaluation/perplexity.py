@@ -54,7 +54,8 @@ def evaluate(model, files, vocab, config):
     dataset = make_dataset(files, vocab, eval_config, shuffle=False,
                            token_vocabulary=model.backbone.vocabulary)
 
-    @tf.function(input_signature=[dataset.element_spec], autograph=False)  # no Python branch
+    # No autograph: the model's branches are on Python values.
+    @tf.function(input_signature=[dataset.element_spec], autograph=False)
     def batch_sums(batch):
         sums = model.nll_sums(model_inputs(batch), batch["token_ids"], training=False,
                               sampled=False)

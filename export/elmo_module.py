@@ -60,10 +60,13 @@ SIGNATURES = ("tokens", "default", "char_ids", "serving_default")
 
 class _Layers:
     """Holds the Keras objects out of the SavedModel's object graph: they only compute; the
-    module's own variables (`ElmoModule.variables`) stand in for theirs."""
+    module's own variables (`ElmoModule.variables`) stand in for theirs. Also `run_bilm`,
+    the biLM's `tf.function` the signatures call (set by `ElmoModule`): as an attribute of
+    the module it would be tracked and saved as a function of its own."""
 
     def __init__(self, bilm, mix):
         self.bilm, self.mix = bilm, mix
+        self.run_bilm = None
         self.copies = {}  # id(Keras variable) -> the module's tf.Variable
 
 
@@ -363,7 +366,8 @@ class ElmoModule(tf.Module):
                 window_ids = window_ids["char_ids"]
         else:
             window_ids, _, firsts = split_windows(ids, lengths, self.max_length)  # (W, ws, C)
-        per_window = tf.transpose(self._layers.run_bilm(window_ids), [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
+        bilm_layers = self._layers.run_bilm(window_ids)  # (W, L+1, window_steps, 2P)
+        per_window = tf.transpose(bilm_layers, [0, 2, 1, 3])  # (W, window_steps, L+1, 2P)
         rows = join_windows(per_window, firsts, lengths, self.max_length)  # (b, steps, L+1, 2P)
         layers = tf.transpose(rows, [0, 2, 1, 3])  # (batch, L+1, steps, 2P)
         mask = tf.sequence_mask(lengths, tf.shape(layers)[2])  # (batch, steps)

@@ -13,8 +13,9 @@ import weight_fixtures
 
 # XLA (every JAX process the tests start, and TensorFlow's jit_compile steps) compiles at
 # LLVM's O0, which compiles faster and gives the same arrays within the tests' tolerances
-# (docs/performance.md, "The test suite"): the tests hold the model's math, not the code XLA
-# generates for it, and the benchmarks time the default level. A caller's setting stays.
+# (docs/performance.md, "The test suite: XLA at O0 in the tests"): the tests hold the
+# model's math, not the code XLA generates for it, and the benchmarks time the default
+# level. A caller's setting stays.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 

@@ -117,7 +117,7 @@ class Trainer:
         self.stream = stream
         self._step_fn = self._steps_fn = None
         self._loss_scaling = config.precision == "mixed_float16"
-        self._gradients = (tf.function(self._loss_gradients, jit_compile=True)
+        self._gradients = (tf.function(self._loss_gradients, jit_compile=True, autograph=False)
                            if config.jit_compile else self._loss_gradients)
 
     # --- state (`RunState`) ----------------------------------------------------------------
@@ -172,13 +172,15 @@ class Trainer:
         return tf.cast(tf.convert_to_tensor(self.optimizer.dynamic_scale), tf.float32)
 
     def _build_step(self, element_spec):
-        # No autograph: the step's Python branches are on Python values, and converting the
-        # model's code for every trace costs seconds of each run's start.
+        # No autograph: the step's branches are on Python values, and converting the model's
+        # code adds to every trace at each run's start (docs/performance.md).
         @tf.function(input_signature=[element_spec], autograph=False)
         def step_fn(batch):
             return self._step_values(batch)
         return step_fn
 
+    # `steps_fn`'s loop needs autograph; this keeps it from converting the model's code (its
+    # branches are on Python values), as `step_fn`, traced without autograph, does not.
     @tf.autograph.experimental.do_not_convert
     def _step_values(self, batch):
         """One step on a distributed batch: `(sums, tokens, grad norm)` over all replicas."""

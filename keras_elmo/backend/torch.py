@@ -43,9 +43,10 @@ def conv_max(chars, kernel, filters_per_call):
     """The portable `conv_max` (max over positions of a valid 1-D convolution, `(rows, K,
     E)` * `(w, E, n)` -> `(rows, n)`) as one matrix product per group of filters: each
     position's window of `w` chars is a row of `w * E` values (`unfold`), times the kernel
-    as a `(w * E, n)` matrix. A char CNN has few input channels (E = 16) and PyTorch's CPU
-    convolution runs such narrow convolutions far below its matrix product's rate
-    (docs/performance.md)."""
+    as a `(w * E, n)` matrix. A char CNN has few input channels (16 in the published
+    models) and PyTorch's CPU convolution runs such narrow convolutions below its matrix
+    product's rate (docs/performance.md). Its buffers: the windows `(rows, K - w + 1, w *
+    E)` and each group's product `(rows, K - w + 1, filters_per_call)`."""
     rows, length, dim = chars.shape
     width = kernel.shape[0]
     positions = length - width + 1

@@ -12,7 +12,7 @@ from keras_elmo.validation import check_choice, check_int
 
 _ACTIVATIONS = {"relu": ops.relu, "tanh": ops.tanh}
 #: Filters per convolution call: wider filter banks are convolved in groups of this many
-#: (same numbers, a bounded largest buffer, no slower on CPU).
+#: (same numbers, a bounded output buffer, no slower on CPU).
 MAX_CONV_FILTERS = 128
 #: Shape classes of the convolutions (dynamic shapes only): the char positions convolved
 #: are rounded up to a multiple of `CONV_POSITION_STEP`, the rows by `conv_row_class`.
