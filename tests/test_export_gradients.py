@@ -197,5 +197,28 @@ def test_export_with_trainable_bilm_lists_every_variable_as_trainable(model, tmp
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(loaded.signatures["default"](text=tf.constant(["a b c"]))["elmo"])
     assert np.abs(tape.gradient(loss, kernel).numpy()).sum() > 0
+    # Every biLM weight's gradient through the loaded signature (its nested biLM function)
+    # equals the module's before saving, itself held to the eager Keras model's above.
+    module = ElmoModule(keras_elmo.BiLM.from_weights(model["options"], model["weights"]),
+                        trainable_bilm=True)
+    ids = tf.constant(keras_elmo.batch_to_ids(SENTENCES))
+    probe = tf.constant(np.random.default_rng(2).normal(size=(3, 3, 4, 16)), tf.float32)
+
+    def bilm_gradients(char_ids_function, variables):
+        with tf.GradientTape() as tape:
+            out = char_ids_function(ids)
+            layers = tf.stack([tf.concat([out["word_emb"]] * 2, -1), out["lstm_outputs1"],
+                               out["lstm_outputs2"]], axis=1)
+            loss = tf.reduce_sum(layers * probe)
+        return {v.name: tf.convert_to_tensor(g).numpy()  # IndexedSlices too
+                for v, g in zip(variables, tape.gradient(loss, variables))
+                if v.name.startswith("bilm/")}
+
+    got = bilm_gradients(lambda x: loaded.signatures["char_ids"](char_ids=x),
+                         loaded.trainable_variables)
+    want = bilm_gradients(module.char_ids, module.trainable_variables)
+    assert sorted(got) == sorted(want) and len(got) == NUM_BILM_VARIABLES
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
     with open(os.path.join(path, "assets.extra", "keras_elmo_export.json")) as f:
         assert json.load(f)["trainable_bilm"] is True
